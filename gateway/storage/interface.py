@@ -28,7 +28,7 @@ UpdateFunc = Callable[[Object | None], Awaitable[Object]]
 Predicate = Callable[[Object], bool]
 
 
-class EventType(str, enum.Enum):
+class EventType(enum.StrEnum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
@@ -48,6 +48,8 @@ class WatchEvent:
     revision: int
     prev_object: Object | None = None
     error: Exception | None = None
+    #: A BOOKMARK that closes the initial events of a watch-list (sendInitialEvents).
+    initial_events_end: bool = False
     #: Encodings of this event made once and shared by every watcher that sends it.
     cache: dict[Any, Any] = field(default_factory=dict)
 
@@ -100,6 +102,10 @@ class Watch(Protocol):
     async def __anext__(self) -> WatchEvent: ...
 
     def stop(self) -> None: ...
+
+    async def request_progress(self) -> None:
+        """Ask for a BOOKMARK carrying the store's current revision once every event up to
+        it was delivered (etcd's WatchProgressRequest), so a cache can prove it is fresh."""
 
 
 class Storage(Protocol):

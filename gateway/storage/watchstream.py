@@ -8,7 +8,7 @@ watch ends the same way: the consumer calls ``stop()``, or the producer calls ``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from gateway.storage.interface import EventType, WatchEvent
 
@@ -18,12 +18,18 @@ _END = object()
 class QueueWatch:
     """An async iterator of WatchEvents with a bounded buffer."""
 
-    def __init__(self, maxsize: int = 1024, on_stop: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        maxsize: int = 1024,
+        on_stop: Callable[[], None] | None = None,
+        on_progress: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         # unbounded underneath, bounded by full(): finish() must always find room for its end
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._maxsize = maxsize
         self._room = asyncio.Event()
         self._on_stop = on_stop
+        self._on_progress = on_progress
         self._finished = False  # the producer will send nothing more
         self._stopped = False  # the consumer wants nothing more
 
@@ -74,6 +80,11 @@ class QueueWatch:
         if self._on_stop is not None:
             callback, self._on_stop = self._on_stop, None
             callback()
+
+    async def request_progress(self) -> None:
+        """Ask the producer for a BOOKMARK at its current revision (see interface.Watch)."""
+        if self._on_progress is not None and not self.done:
+            await self._on_progress()
 
     def __aiter__(self) -> QueueWatch:
         return self

@@ -1,0 +1,449 @@
+"""The watch cache: one resource's objects and recent events, kept in memory.
+
+Like k8s.io/apiserver's Cacher, it lists and watches the storage once per resource, keeps the
+current objects and a sliding window of the latest events, and fans events out to any number
+of watchers. It answers lists and gets "from cache" (resourceVersion=0) and watches from any
+revision inside its window; an older revision is TooOld (410).
+
+Fan-out never lets one slow watcher hold up the others: each watcher has a bounded buffer;
+when it is full the dispatcher waits, for all blocked watchers together, at most what is left
+of a small time budget (refilled over time, as kube's timeBudget), then closes those that still
+have no room. A closed watcher's client re-lists, as with kube-apiserver.
+
+Writes and uncached reads go straight to the storage, so a Cacher can stand wherever a
+Storage is expected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from gateway.storage.errors import (
+    FutureRevisionError,
+    KeyNotFoundError,
+    StorageError,
+    TooOldResourceVersionError,
+)
+from gateway.storage.interface import (
+    EventType,
+    ListResult,
+    Object,
+    Preconditions,
+    Predicate,
+    Storage,
+    UpdateFunc,
+    WatchEvent,
+)
+from gateway.storage.watchstream import QueueWatch
+
+log = structlog.get_logger(__name__)
+
+
+class TimeBudget:
+    """How long the dispatcher may still wait for slow watchers: up to ``maximum`` seconds,
+    refilled at ``refill_per_second`` of wall time."""
+
+    def __init__(self, maximum: float = 0.1, refill_per_second: float = 0.05) -> None:
+        self.maximum = maximum
+        self.refill = refill_per_second
+        self._left = maximum
+        self._stamp = time.monotonic()
+
+    def take(self) -> float:
+        now = time.monotonic()
+        self._left = min(self.maximum, self._left + (now - self._stamp) * self.refill)
+        self._stamp = now
+        left, self._left = self._left, 0.0
+        return left
+
+    def give_back(self, unused: float) -> None:
+        self._left = min(self.maximum, self._left + max(0.0, unused))
+
+
+def convert_for(event: WatchEvent, prefix: str, predicate: Predicate | None) -> WatchEvent | None:
+    """The event as one watcher should see it, or None.
+
+    With a predicate (a selector), an object that starts to match is ADDED and one that stops
+    matching is DELETED (its previous state at the event's revision), as kube's cacheWatcher.
+    """
+    if not event.key.startswith(prefix):
+        return None
+    if predicate is None or event.type == EventType.BOOKMARK:
+        return event
+    if event.type in (EventType.ADDED, EventType.DELETED):
+        return event if event.object is not None and predicate(event.object) else None
+    now = event.object is not None and predicate(event.object)
+    before = event.prev_object is not None and predicate(event.prev_object)
+    if now and before:
+        return event
+    if now:
+        return WatchEvent(EventType.ADDED, event.key, event.object, event.revision)
+    if before:
+        assert event.prev_object is not None
+        meta = {**event.prev_object.get("metadata", {}), "resourceVersion": str(event.revision)}
+        gone = {**event.prev_object, "metadata": meta}
+        return WatchEvent(EventType.DELETED, event.key, gone, event.revision, event.prev_object)
+    return None
+
+
+class CacheWatcher:
+    """One watch on the cache: its initial events first, then live ones from its buffer."""
+
+    def __init__(
+        self,
+        cacher: Cacher,
+        prefix: str,
+        predicate: Predicate | None,
+        buffer: int,
+        bookmarks: bool,
+        initial: list[WatchEvent],
+    ) -> None:
+        self.prefix = prefix
+        self.predicate = predicate
+        self.bookmarks = bookmarks
+        self.next_bookmark = time.monotonic() + cacher.bookmark_interval
+        self.initial = deque(initial)
+        self.queue = QueueWatch(buffer, on_stop=lambda: cacher._forget(self))
+
+    def __aiter__(self) -> CacheWatcher:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        if self.initial and not self.queue.done:
+            return self.initial.popleft()
+        return await self.queue.__anext__()
+
+    def stop(self) -> None:
+        self.initial.clear()
+        self.queue.stop()
+
+    async def request_progress(self) -> None:
+        """Bookmarks come from the cache on its own schedule; nothing to ask for."""
+
+    @property
+    def closed(self) -> bool:
+        return self.queue.done
+
+
+class Cacher:
+    """The watch cache of one resource prefix (see the module docstring)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        prefix: str,
+        *,
+        window: int = 10_000,
+        watcher_buffer: int = 100,
+        bookmark_interval: float = 60.0,
+        fresh_timeout: float = 3.0,
+        budget: TimeBudget | None = None,
+        key_func: Callable[[str, Object], str] | None = None,
+    ) -> None:
+        self.storage = storage
+        self.prefix = prefix
+        self.key_func = key_func or namespaced_key
+        self.window_size = window
+        self.watcher_buffer = watcher_buffer
+        self.bookmark_interval = bookmark_interval
+        self.fresh_timeout = fresh_timeout
+        self.budget = budget or TimeBudget()
+        self.revision = 0  # every event up to here is applied
+        self.oldest = 0  # a watch may resume from any revision >= this
+        self._objects: dict[str, Object] = {}
+        self._window: deque[WatchEvent] = deque()
+        self._watchers: dict[int, CacheWatcher] = {}
+        self._ready = asyncio.Event()
+        self._fresh_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._source = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.terminated_watchers = 0  # watchers closed for being too slow, for tests and metrics
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._reflect()),
+            loop.create_task(self._bookmark_loop()),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._terminate_all()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self._ready.wait(), timeout)
+
+    # -- filling the cache ----------------------------------------------------------------
+
+    async def _reflect(self) -> None:
+        """List, then follow the storage's events; start over after any failure."""
+        delay = 0.1
+        while True:
+            try:
+                await self._list_and_watch()
+                delay = 0.1
+            except StorageError as err:
+                log.warning("watch cache lost its watch; re-listing", prefix=self.prefix,
+                            error=str(err), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception:
+                log.exception("watch cache failed; re-listing", prefix=self.prefix)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            finally:
+                self._ready.clear()
+                if self._source is not None:
+                    self._source.stop()
+                    self._source = None
+
+    async def _list_and_watch(self) -> None:
+        listed = await self.storage.list(self.prefix)
+        self._source = await self.storage.watch(self.prefix, revision=listed.revision)
+        self._terminate_all()  # their revisions may not be in the new window
+        self._objects = {self.key_func(self.prefix, obj): obj for obj in listed.items}
+        self._window.clear()
+        self.revision = self.oldest = listed.revision
+        self._ready.set()
+        log.debug("watch cache ready", prefix=self.prefix, revision=self.revision)
+        async for event in self._source:
+            if event.type == EventType.ERROR:
+                assert event.error is not None
+                raise event.error
+            await self._apply(event)
+        raise StorageError(f"the storage watch on {self.prefix} ended")
+
+    async def _apply(self, event: WatchEvent) -> None:
+        if event.type != EventType.BOOKMARK:
+            if event.type == EventType.DELETED:
+                self._objects.pop(event.key, None)
+            else:
+                assert event.object is not None
+                self._objects[event.key] = event.object
+            self._window.append(event)
+            if len(self._window) > self.window_size:
+                self.oldest = self._window.popleft().revision
+        if event.revision > self.revision:
+            self.revision = event.revision
+            if self._fresh_waiters:
+                self._wake_fresh_waiters()
+        if event.type != EventType.BOOKMARK:
+            await self._dispatch(event)
+
+    # -- fan-out --------------------------------------------------------------------------
+
+    async def _dispatch(self, event: WatchEvent) -> None:
+        blocked: list[tuple[CacheWatcher, WatchEvent]] = []
+        for watcher in list(self._watchers.values()):
+            converted = convert_for(event, watcher.prefix, watcher.predicate)
+            if converted is None or watcher.queue.put_nowait(converted):
+                continue
+            if not watcher.closed:
+                blocked.append((watcher, converted))
+        if blocked:
+            await self._wait_for(blocked)
+        await asyncio.sleep(0)  # let the watchers' consumers run before the next event
+
+    async def _wait_for(self, blocked: list[tuple[CacheWatcher, WatchEvent]]) -> None:
+        """Give blocked watchers what is left of the budget; close those still full."""
+        budget = self.budget.take()
+        started = time.monotonic()
+        puts = {asyncio.ensure_future(w.queue.put(e)): w for w, e in blocked}
+        _, late = await asyncio.wait(puts, timeout=budget) if budget > 0 else (set(), set(puts))
+        self.budget.give_back(budget - (time.monotonic() - started))
+        for put in late:
+            put.cancel()
+            watcher = puts[put]
+            log.info("closing a watcher that cannot keep up", prefix=watcher.prefix,
+                     buffered=watcher.queue.qsize())
+            self.terminated_watchers += 1
+            self._close_watcher(watcher)
+
+    def _close_watcher(self, watcher: CacheWatcher) -> None:
+        self._forget(watcher)
+        watcher.queue.finish()
+
+    def _forget(self, watcher: CacheWatcher) -> None:
+        self._watchers.pop(id(watcher), None)
+
+    def _terminate_all(self) -> None:
+        for watcher in list(self._watchers.values()):
+            self._close_watcher(watcher)
+
+    async def _bookmark_loop(self) -> None:
+        """Send each watcher that wants them a BOOKMARK at the cache's revision, now and then."""
+        tick = min(1.0, self.bookmark_interval / 2)
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for watcher in list(self._watchers.values()):
+                if watcher.bookmarks and now >= watcher.next_bookmark:
+                    mark = WatchEvent(EventType.BOOKMARK, "", None, self.revision)
+                    if watcher.queue.put_nowait(mark):
+                        watcher.next_bookmark = now + self.bookmark_interval
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _wake_fresh_waiters(self) -> None:
+        waiting = []
+        for revision, future in self._fresh_waiters:
+            if revision <= self.revision:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((revision, future))
+        self._fresh_waiters = waiting
+
+    async def wait_fresh(self, revision: int) -> None:
+        """Wait until the cache has applied ``revision``; FutureRevision after fresh_timeout."""
+        if revision <= self.revision and self.ready:
+            return
+        await self.wait_ready(self.fresh_timeout)
+        if revision <= self.revision:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._fresh_waiters.append((revision, future))
+        if self._source is not None:
+            await self._source.request_progress()
+        try:
+            await asyncio.wait_for(future, self.fresh_timeout)
+        except TimeoutError:
+            raise FutureRevisionError(revision, self.revision) from None
+        finally:
+            self._fresh_waiters = [(r, f) for r, f in self._fresh_waiters if f is not future]
+
+    async def list_cached(
+        self, prefix: str, *, predicate: Predicate | None = None, min_revision: int = 0
+    ) -> ListResult:
+        """Every object under ``prefix`` (that matches), as of the cache's revision."""
+        await self.wait_fresh(min_revision)
+        keys = sorted(k for k in self._objects if k.startswith(prefix))
+        items = [self._objects[k] for k in keys]
+        if predicate is not None:
+            items = [obj for obj in items if predicate(obj)]
+        return ListResult(items=items, revision=self.revision)
+
+    async def get_cached(self, key: str, *, min_revision: int = 0) -> Object:
+        await self.wait_fresh(min_revision)
+        try:
+            return self._objects[key]
+        except KeyError:
+            raise KeyNotFoundError(key) from None
+
+    async def watch_cached(
+        self,
+        prefix: str,
+        *,
+        revision: int | None = None,
+        predicate: Predicate | None = None,
+        send_initial: bool = False,
+        bookmarks: bool = False,
+    ) -> CacheWatcher:
+        """Watch events under ``prefix``.
+
+        ``send_initial``: first an ADDED for every current object (as of ``revision`` or
+        later), then, when ``bookmarks``, a BOOKMARK marked initial_events_end. Otherwise
+        ``revision`` None starts from now and N replays the window's events after N.
+        """
+        if revision is not None and revision > 0:
+            if not send_initial and revision < self.oldest:
+                raise TooOldResourceVersionError(revision, self.oldest, self.revision)
+            await self.wait_fresh(revision)
+        else:
+            await self.wait_ready(self.fresh_timeout)
+        if send_initial:
+            initial = self._initial_state(prefix, predicate)
+            if bookmarks:
+                initial.append(
+                    WatchEvent(EventType.BOOKMARK, "", None, self.revision, initial_events_end=True)
+                )
+        elif revision is None or revision == 0:
+            initial = []
+        else:
+            initial = self._replay(prefix, predicate, revision)
+        watcher = CacheWatcher(self, prefix, predicate, self.watcher_buffer, bookmarks, initial)
+        self._watchers[id(watcher)] = watcher
+        return watcher
+
+    def _initial_state(self, prefix: str, predicate: Predicate | None) -> list[WatchEvent]:
+        events = []
+        for key in sorted(k for k in self._objects if k.startswith(prefix)):
+            obj = self._objects[key]
+            if predicate is None or predicate(obj):
+                revision = int(obj["metadata"]["resourceVersion"])
+                events.append(WatchEvent(EventType.ADDED, key, obj, revision))
+        return events
+
+    def _replay(self, prefix: str, predicate: Predicate | None, after: int) -> list[WatchEvent]:
+        replay = []
+        for event in self._window:
+            if event.revision > after:
+                converted = convert_for(event, prefix, predicate)
+                if converted is not None:
+                    replay.append(converted)
+        return replay
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._watchers)
+
+    # -- the rest of Storage goes to the store ------------------------------------------------
+
+    async def get(self, key: str) -> Object:
+        return await self.storage.get(key)
+
+    async def list(self, prefix: str, **kwargs) -> ListResult:
+        return await self.storage.list(prefix, **kwargs)
+
+    async def create(self, key: str, obj: Object) -> Object:
+        return await self.storage.create(key, obj)
+
+    async def guaranteed_update(
+        self,
+        key: str,
+        update: UpdateFunc,
+        *,
+        preconditions: Preconditions | None = None,
+        ignore_not_found: bool = False,
+    ) -> Object:
+        return await self.storage.guaranteed_update(
+            key, update, preconditions=preconditions, ignore_not_found=ignore_not_found
+        )
+
+    async def delete(
+        self,
+        key: str,
+        *,
+        preconditions: Preconditions | None = None,
+        validate: Callable[[Object], Awaitable[None]] | None = None,
+    ) -> Object:
+        return await self.storage.delete(key, preconditions=preconditions, validate=validate)
+
+    async def count(self, prefix: str) -> int:
+        return await self.storage.count(prefix)
+
+    async def current_revision(self) -> int:
+        return await self.storage.current_revision()
+
+
+def namespaced_key(prefix: str, obj: Object) -> str:
+    """The storage key of an object under a resource prefix: ``<prefix>[<ns>/]<name>``."""
+    meta = obj.get("metadata", {})
+    namespace = meta.get("namespace")
+    return f"{prefix}{namespace}/{meta['name']}" if namespace else f"{prefix}{meta['name']}"

@@ -1,0 +1,464 @@
+"""One conformance suite for every storage backend (design §2), run on SQLite and real etcd."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.storage.errors import (
+    ConflictError,
+    FutureRevisionError,
+    InvalidContinueError,
+    KeyExistsError,
+    KeyNotFoundError,
+    TooOldResourceVersionError,
+)
+from gateway.storage.interface import EventType, Preconditions, WatchEvent
+
+P = "/core/configmaps/"
+
+
+def cm(name: str, ns: str = "default", **data: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
+        "data": dict(data),
+    }
+
+
+def key(name: str, ns: str = "default") -> str:
+    return f"{P}{ns}/{name}"
+
+
+def rv(obj: dict) -> int:
+    return int(obj["metadata"]["resourceVersion"])
+
+
+async def next_change(watch, timeout: float = 10.0) -> WatchEvent:
+    """The next event that is not a bookmark."""
+    while True:
+        event = await asyncio.wait_for(watch.__anext__(), timeout)
+        if event.type != EventType.BOOKMARK:
+            return event
+
+
+async def changes(watch, count: int, timeout: float = 10.0) -> list[WatchEvent]:
+    return [await next_change(watch, timeout) for _ in range(count)]
+
+
+async def expect_quiet(watch, seconds: float = 0.3) -> None:
+    """No further change arrives within ``seconds``."""
+    with pytest.raises(asyncio.TimeoutError):
+        await next_change(watch, seconds)
+
+
+# -- create / get -------------------------------------------------------------------------
+
+
+async def test_create_then_get_returns_the_object_with_its_revision(store):
+    created = await store.create(key("a"), cm("a", x="1"))
+    assert rv(created) > 0
+    assert created["data"] == {"x": "1"}
+    got = await store.get(key("a"))
+    assert got == created
+    assert await store.current_revision() >= rv(created)
+
+
+async def test_create_ignores_a_resource_version_in_the_input(store):
+    obj = cm("a")
+    obj["metadata"]["resourceVersion"] = "999999"
+    created = await store.create(key("a"), obj)
+    assert created["metadata"]["resourceVersion"] != "999999"
+    assert obj["metadata"]["resourceVersion"] == "999999", "the caller's dict is untouched"
+
+
+async def test_create_of_an_existing_key_is_already_exists_and_keeps_the_first(store):
+    first = await store.create(key("a"), cm("a", v="first"))
+    with pytest.raises(KeyExistsError):
+        await store.create(key("a"), cm("a", v="second"))
+    assert await store.get(key("a")) == first
+
+
+async def test_get_of_a_missing_key_is_not_found(store):
+    with pytest.raises(KeyNotFoundError):
+        await store.get(key("missing"))
+
+
+async def test_revisions_increase_with_every_write(store):
+    revs = [rv(await store.create(key(f"k{i}"), cm(f"k{i}"))) for i in range(5)]
+    assert revs == sorted(revs) and len(set(revs)) == 5
+
+
+# -- list ---------------------------------------------------------------------------------
+
+
+async def test_list_returns_keys_under_the_prefix_in_key_order(store):
+    for name in ["b", "a", "c"]:
+        await store.create(key(name), cm(name))
+    await store.create(key("x", ns="other"), cm("x", ns="other"))
+    await store.create("/core/secrets/default/s", cm("s"))
+    result = await store.list(P + "default/")
+    assert [o["metadata"]["name"] for o in result.items] == ["a", "b", "c"]
+    assert result.continue_token == ""
+    everything = await store.list(P)
+    assert [o["metadata"]["name"] for o in everything.items] == ["a", "b", "c", "x"]
+    assert everything.revision == await store.current_revision()
+    assert await store.count(P) == 4
+
+
+async def test_list_of_an_empty_prefix_has_the_current_revision(store):
+    await store.create(key("a"), cm("a"))
+    result = await store.list("/nothing/here/")
+    assert result.items == []
+    assert result.revision == await store.current_revision()
+
+
+async def test_paged_list_is_a_consistent_snapshot_while_writes_go_on(store):
+    names = [f"obj-{i:03d}" for i in range(50)]
+    for name in names:
+        await store.create(key(name), cm(name, v="original"))
+
+    first = await store.list(P, limit=7)
+    snapshot_rev = first.revision
+    assert len(first.items) == 7
+    assert first.remaining == 43
+    assert first.continue_token
+
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            await store.create(key(f"new-{i:04d}"), cm(f"new-{i:04d}"))
+            target = names[(i * 7) % len(names)]
+
+            async def change(cur):
+                return {**cur, "data": {"v": "changed"}}
+
+            await store.guaranteed_update(key(target), change)
+            i += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(writer())
+    try:
+        pages, token = [first], first.continue_token
+        while token:
+            await asyncio.sleep(0.01)  # let the writer get ahead of the pager
+            page = await store.list(P, limit=7, continue_token=token)
+            assert page.revision == snapshot_rev, "every page is read at the first page's revision"
+            assert len(page.items) <= 7
+            pages.append(page)
+            token = page.continue_token
+    finally:
+        stop.set()
+        await task
+
+    items = [o for page in pages for o in page.items]
+    assert [o["metadata"]["name"] for o in items] == names
+    assert all(o["data"] == {"v": "original"} for o in items)
+    assert all(rv(o) <= snapshot_rev for o in items)
+    assert await store.current_revision() > snapshot_rev, "writes went on during the paging"
+    assert pages[-2].remaining == 50 - 7 * (len(pages) - 1)
+
+
+async def test_paged_list_with_a_predicate_fills_pages_with_matches(store):
+    for i in range(30):
+        await store.create(key(f"o{i:02d}"), cm(f"o{i:02d}", parity=str(i % 2)))
+
+    def even(obj):
+        return obj["data"]["parity"] == "0"
+
+    collected, token = [], ""
+    while True:
+        page = await store.list(P, limit=4, continue_token=token, predicate=even)
+        assert len(page.items) <= 4
+        assert page.remaining is None
+        collected += [o["metadata"]["name"] for o in page.items]
+        token = page.continue_token
+        if not token:
+            break
+    assert collected == [f"o{i:02d}" for i in range(0, 30, 2)]
+
+
+async def test_list_at_an_older_revision_shows_that_state(store):
+    a = await store.create(key("a"), cm("a", v="1"))
+
+    async def bump(cur):
+        return {**cur, "data": {"v": "2"}}
+
+    await store.guaranteed_update(key("a"), bump)
+    await store.create(key("b"), cm("b"))
+    old = await store.list(P, revision=rv(a))
+    assert [(o["metadata"]["name"], o["data"]) for o in old.items] == [("a", {"v": "1"})]
+    assert old.revision == rv(a)
+
+
+async def test_list_at_a_future_revision_is_refused(store):
+    await store.create(key("a"), cm("a"))
+    with pytest.raises(FutureRevisionError):
+        await store.list(P, revision=await store.current_revision() + 1000)
+
+
+async def test_a_malformed_continue_token_is_invalid(store):
+    with pytest.raises(InvalidContinueError):
+        await store.list(P, limit=1, continue_token="not-a-token")
+
+
+# -- guaranteed update ----------------------------------------------------------------------
+
+
+async def test_fifty_concurrent_writers_lose_no_update(store):
+    await store.create(key("counter"), cm("counter", n="0"))
+
+    async def increment(cur):
+        await asyncio.sleep(0)  # give the others a chance to interleave
+        return {**cur, "data": {"n": str(int(cur["data"]["n"]) + 1)}}
+
+    results = await asyncio.gather(
+        *(store.guaranteed_update(key("counter"), increment) for _ in range(50))
+    )
+    final = await store.get(key("counter"))
+    assert final["data"]["n"] == "50"
+    assert sorted(int(r["data"]["n"]) for r in results) == list(range(1, 51))
+    assert len({rv(r) for r in results}) == 50
+
+
+async def test_update_of_a_missing_key_is_not_found_unless_allowed(store):
+    async def make(cur):
+        assert cur is None
+        return cm("fresh", v="made")
+
+    with pytest.raises(KeyNotFoundError):
+        await store.guaranteed_update(key("fresh"), make)
+    made = await store.guaranteed_update(key("fresh"), make, ignore_not_found=True)
+    assert (await store.get(key("fresh"))) == made
+
+
+async def test_a_no_op_update_writes_nothing_and_sends_no_event(store):
+    created = await store.create(key("a"), cm("a", v="1"))
+    watch = await store.watch(P, revision=rv(created))
+    try:
+
+        async def same(cur):
+            return dict(cur)
+
+        result = await store.guaranteed_update(key("a"), same)
+        assert rv(result) == rv(created)
+        assert await store.current_revision() == rv(created)
+        await expect_quiet(watch)
+    finally:
+        watch.stop()
+
+
+async def test_update_preconditions_are_checked(store):
+    created = await store.create(key("a"), cm("a", v="1"))
+
+    async def change(cur):
+        return {**cur, "data": {"v": "2"}}
+
+    with pytest.raises(ConflictError):
+        await store.guaranteed_update(
+            key("a"), change, preconditions=Preconditions(resource_version=str(rv(created) + 1))
+        )
+    with pytest.raises(ConflictError):
+        await store.guaranteed_update(key("a"), change, preconditions=Preconditions(uid="nope"))
+    updated = await store.guaranteed_update(
+        key("a"), change, preconditions=Preconditions(uid="uid-a", resource_version=str(rv(created)))
+    )
+    assert updated["data"] == {"v": "2"}
+
+
+async def test_an_update_function_that_raises_writes_nothing(store):
+    created = await store.create(key("a"), cm("a", v="1"))
+
+    async def refuse(cur):
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        await store.guaranteed_update(key("a"), refuse)
+    assert await store.get(key("a")) == created
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+
+async def test_delete_with_a_stale_precondition_is_a_conflict(store):
+    created = await store.create(key("a"), cm("a", v="1"))
+
+    async def change(cur):
+        return {**cur, "data": {"v": "2"}}
+
+    await store.guaranteed_update(key("a"), change)
+    with pytest.raises(ConflictError):
+        await store.delete(key("a"), preconditions=Preconditions(resource_version=str(rv(created))))
+    assert (await store.get(key("a")))["data"] == {"v": "2"}
+    with pytest.raises(ConflictError):
+        await store.delete(key("a"), preconditions=Preconditions(uid="someone-else"))
+
+
+async def test_delete_returns_the_last_state_at_the_deletion_revision(store):
+    created = await store.create(key("a"), cm("a", v="1"))
+    deleted = await store.delete(key("a"), preconditions=Preconditions(uid="uid-a"))
+    assert deleted["data"] == {"v": "1"}
+    assert rv(deleted) > rv(created)
+    assert rv(deleted) == await store.current_revision()
+    with pytest.raises(KeyNotFoundError):
+        await store.get(key("a"))
+    with pytest.raises(KeyNotFoundError):
+        await store.delete(key("a"))
+    recreated = await store.create(key("a"), cm("a", v="again"))
+    assert recreated["data"] == {"v": "again"}
+
+
+async def test_delete_validation_can_refuse(store):
+    await store.create(key("a"), cm("a"))
+
+    async def refuse(cur):
+        raise PermissionError("kept")
+
+    with pytest.raises(PermissionError):
+        await store.delete(key("a"), validate=refuse)
+    assert await store.get(key("a"))
+
+
+# -- watch ----------------------------------------------------------------------------------
+
+
+async def test_watch_from_a_revision_replays_in_order_exactly_once(store):
+    start = await store.create(key("before"), cm("before"))
+    a1 = await store.create(key("a"), cm("a", v="1"))
+
+    async def bump(cur):
+        return {**cur, "data": {"v": "2"}}
+
+    a2 = await store.guaranteed_update(key("a"), bump)
+    b = await store.create(key("b", ns="other"), cm("b", ns="other"))
+    gone = await store.delete(key("a"))
+    await store.create("/core/secrets/default/elsewhere", cm("elsewhere"))
+
+    watch = await store.watch(P, revision=rv(start))
+    try:
+        events = await changes(watch, 4)
+        assert [(e.type, e.key) for e in events] == [
+            (EventType.ADDED, key("a")),
+            (EventType.MODIFIED, key("a")),
+            (EventType.ADDED, key("b", ns="other")),
+            (EventType.DELETED, key("a")),
+        ]
+        assert [e.revision for e in events] == [rv(a1), rv(a2), rv(b), rv(gone)]
+        assert [rv(e.object) for e in events] == [rv(a1), rv(a2), rv(b), rv(gone)]
+        added, modified, _, deleted = events
+        assert added.prev_object is None
+        assert modified.object["data"] == {"v": "2"}
+        assert modified.prev_object["data"] == {"v": "1"}
+        assert rv(modified.prev_object) == rv(a1)
+        assert deleted.object["data"] == {"v": "2"}
+        assert deleted.prev_object["data"] == {"v": "2"}
+
+        live = await store.create(key("c"), cm("c"))
+        event = await next_change(watch)
+        assert (event.type, event.key, event.revision) == (EventType.ADDED, key("c"), rv(live))
+        await expect_quiet(watch)
+    finally:
+        watch.stop()
+
+
+async def test_watch_from_now_sees_only_later_changes(store):
+    await store.create(key("old"), cm("old"))
+    watch = await store.watch(P)
+    try:
+        await expect_quiet(watch, 0.2)
+        new = await store.create(key("new"), cm("new"))
+        event = await next_change(watch)
+        assert (event.type, event.key, event.revision) == (EventType.ADDED, key("new"), rv(new))
+    finally:
+        watch.stop()
+
+
+async def test_concurrent_writes_reach_a_watcher_in_revision_order(store):
+    watch = await store.watch(P)
+    try:
+        created = await asyncio.gather(*(store.create(key(f"k{i}"), cm(f"k{i}")) for i in range(40)))
+        events = await changes(watch, 40)
+        assert [e.revision for e in events] == sorted(rv(c) for c in created)
+    finally:
+        watch.stop()
+
+
+async def test_a_watcher_that_reads_late_still_gets_every_event(store):
+    watch = await store.watch(P)
+    try:
+        total = 2500  # more than any watch buffer
+        for start in range(0, total, 100):
+            await asyncio.gather(
+                *(store.create(key(f"k{i:05d}"), cm(f"k{i:05d}")) for i in range(start, start + 100))
+            )
+        events = await changes(watch, total, timeout=30)
+        revisions = [e.revision for e in events]
+        assert revisions == sorted(revisions) and len(set(revisions)) == total
+        assert {e.key for e in events} == {key(f"k{i:05d}") for i in range(total)}
+    finally:
+        watch.stop()
+
+
+async def test_stopping_a_watch_ends_its_iteration(store):
+    watch = await store.watch(P)
+    watch.stop()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(watch.__anext__(), 5)
+
+
+# -- compaction -----------------------------------------------------------------------------
+
+
+async def test_compacted_revisions_are_too_old_for_watch_list_and_continue(store):
+    first = await store.create(key("a"), cm("a"))
+    for i in range(5):
+        await store.create(key(f"b{i}"), cm(f"b{i}"))
+    page = await store.list(P, limit=2)
+    for i in range(5):
+        await store.create(key(f"c{i}"), cm(f"c{i}"))
+    head = await store.current_revision()
+    await store.compact(head)
+
+    with pytest.raises(TooOldResourceVersionError):
+        watch = await store.watch(P, revision=rv(first))
+        await next_change(watch)  # a backend may report it as the stream's first event
+    with pytest.raises(TooOldResourceVersionError):
+        await store.list(P, revision=rv(first))
+    with pytest.raises(TooOldResourceVersionError):
+        await store.list(P, limit=2, continue_token=page.continue_token)
+
+    # the present is untouched, and a watch from the compaction point still works
+    assert len((await store.list(P)).items) == 11
+    watch = await store.watch(P, revision=head)
+    try:
+        later = await store.create(key("d"), cm("d"))
+        event = await next_change(watch)
+        assert event.revision == rv(later)
+    finally:
+        watch.stop()
+
+
+async def test_history_after_the_compaction_point_is_kept(store):
+    await store.create(key("a"), cm("a", v="1"))
+
+    async def bump(cur):
+        return {**cur, "data": {"v": str(int(cur["data"]["v"]) + 1)}}
+
+    mid = await store.guaranteed_update(key("a"), bump)
+    await store.guaranteed_update(key("a"), bump)
+    await store.delete(key("a"))
+    await store.compact(rv(mid))
+    watch = await store.watch(P, revision=rv(mid))
+    try:
+        events = await changes(watch, 2)
+        assert [e.type for e in events] == [EventType.MODIFIED, EventType.DELETED]
+        assert events[0].prev_object["data"] == {"v": "2"}
+        assert events[1].object["data"] == {"v": "3"}
+    finally:
+        watch.stop()
+    state = await store.list(P, revision=rv(mid))
+    assert [o["data"] for o in state.items] == [{"v": "2"}]
