@@ -1,0 +1,81 @@
+"""Reading a request: the body (bounded, JSON or YAML) and the common query parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from gateway.endpoints import status
+from gateway.storage.codec import loads
+
+#: kube-apiserver refuses request bodies over 3 MiB.
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+JSON_TYPES = frozenset({"application/json", ""})
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+
+
+def too_large() -> status.StatusError:
+    return status.StatusError(413, "RequestEntityTooLarge",
+                              "Request entity too large: limit is 3145728")
+
+
+async def read_body(request: web.BaseRequest, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The whole body, refusing (413) anything over ``limit`` without reading it all."""
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large()
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_object(body: bytes, content_type: str) -> dict[str, Any]:
+    """A JSON or YAML object from a request body (400 when it is not one; 415 other types)."""
+    if content_type in YAML_TYPES:
+        try:
+            obj = yaml.safe_load(body)
+        except yaml.YAMLError as err:
+            raise status.bad_request(f"error converting YAML to JSON: {err}") from None
+    elif content_type in JSON_TYPES:
+        try:
+            obj = loads(body)
+        except ValueError as err:
+            raise status.bad_request(
+                f"couldn't decode the request body as JSON: {err}"
+            ) from None
+    else:
+        raise status.StatusError(
+            415, "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types "
+            f"include: application/json, application/yaml (got {content_type!r})",
+        )
+    if not isinstance(obj, dict):
+        raise status.bad_request("the request body must be a JSON or YAML object")
+    return obj
+
+
+def dry_run(request: web.BaseRequest) -> bool:
+    """``dryRun=All`` means do everything but store; any other value is 400."""
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            raise status.bad_request(
+                f'dryRun: Unsupported value: "{value}": supported values: "All"'
+            )
+    return bool(values)
+
+
+def int_param(request: web.BaseRequest, name: str, default: int = 0) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise status.bad_request(f"{name}: invalid value {raw!r}: not an integer") from None

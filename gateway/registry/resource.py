@@ -1,0 +1,52 @@
+"""A resource described by data: what the generic REST store and the handlers need to serve it.
+
+Built-in groups declare their resources with this; CRDs will build the same description at run
+time, so both travel the very same REST and storage path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.registry.strategy import Strategy
+
+
+@dataclass(frozen=True)
+class ResourceDef:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    strategy: Strategy = field(default_factory=Strategy)
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = (
+        "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch",
+    )
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for the core group, ``<group>/<version>`` otherwise."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def storage_prefix(self) -> str:
+        """Keys live under ``/<group>/<resource>/``; the core group is spelled ``core``."""
+        return f"/{self.group or 'core'}/{self.plural}/"
+
+    def key(self, namespace: str, name: str) -> str:
+        if self.namespaced:
+            return f"{self.storage_prefix}{namespace}/{name}"
+        return f"{self.storage_prefix}{name}"
+
+    def list_prefix(self, namespace: str) -> str:
+        """All objects of the resource, or of one namespace."""
+        if self.namespaced and namespace:
+            return f"{self.storage_prefix}{namespace}/"
+        return self.storage_prefix

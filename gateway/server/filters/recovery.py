@@ -1,0 +1,65 @@
+"""Turn every failure into a metav1.Status, and log each request once.
+
+A StatusError raised anywhere below becomes its Status response; a storage error becomes the
+Status it means; anything else is a bug: it is logged with its traceback (and the request id)
+and the client gets a 500 Status, never a stack trace. The process stays up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+from aiohttp import web
+
+from gateway.endpoints import status
+from gateway.server.genericapiserver import Handler
+from gateway.storage.errors import StorageError
+
+log = structlog.get_logger("gateway.http")
+
+
+def with_panic_recovery(handler: Handler) -> Handler:
+    async def recovery_filter(request: web.BaseRequest) -> web.StreamResponse:
+        started = time.monotonic()
+        try:
+            response = await handler(request)
+        except status.StatusError as err:
+            response = err.response()
+        except StorageError as err:
+            response = status.from_storage_error(err).response()
+        except (asyncio.CancelledError, ConnectionResetError):
+            raise
+        except Exception:
+            log.exception("panic while serving a request", method=request.method,
+                          path=request.path)
+            if _already_started(request):
+                raise
+            response = status.internal_error(
+                "an error on the server has prevented the request from succeeding"
+            ).response()
+        _log_request(request, response.status, time.monotonic() - started)
+        return response
+
+    return recovery_filter
+
+
+def _already_started(request: web.BaseRequest) -> bool:
+    """A streamed response that already sent headers cannot become a Status any more."""
+    return bool(request.get("gateway.response_started"))
+
+
+def _log_request(request: web.BaseRequest, code: int, seconds: float) -> None:
+    fields = {
+        "verb": request.method,
+        "uri": request.rel_url.raw_path_qs,
+        "code": code,
+        "latency_ms": round(seconds * 1000, 3),
+        "user_agent": request.headers.get("User-Agent", ""),
+        "source": request.remote,
+    }
+    if code >= 500:
+        log.error("request failed", **fields)
+    else:
+        log.debug("request served", **fields)

@@ -1,0 +1,18 @@
+"""Classify each request once (verb, group, version, resource...) for everything after it."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.server.genericapiserver import REQUEST_INFO, Handler
+from gateway.server.requestinfo import parse_request_info
+
+
+def with_request_info(handler: Handler) -> Handler:
+    async def request_info_filter(request: web.BaseRequest) -> web.StreamResponse:
+        request[REQUEST_INFO] = parse_request_info(
+            request.method, request.path, request.query_string
+        )
+        return await handler(request)
+
+    return request_info_filter

@@ -1,0 +1,73 @@
+"""One server of the delegation chain: it serves its own paths and hands on the rest.
+
+kube-apiserver chains three servers (aggregator -> kube core -> apiextensions) and ends in a
+404 handler; each is a generic apiserver with its own API groups and non-resource paths. Here a
+GenericAPIServer routes by dictionary lookups on the already-parsed request info: an exact path
+for non-resource requests, (group, version, resource) for resource requests. Anything it does
+not know goes to its delegate unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from gateway.endpoints import status
+from gateway.server.requestinfo import RequestInfo
+
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+ResourceHandler = Callable[[web.BaseRequest, RequestInfo], Awaitable[web.StreamResponse]]
+
+#: Where the request-info filter leaves its result on the request.
+REQUEST_INFO = "gateway.request_info"
+
+
+def request_info(request: web.BaseRequest) -> RequestInfo:
+    return request[REQUEST_INFO]
+
+
+async def not_found_handler(request: web.BaseRequest) -> web.StreamResponse:
+    """The end of the chain: nobody serves this path."""
+    return status.not_found().response()
+
+
+class GenericAPIServer:
+    """A named server with its own routes and a delegate for everything else."""
+
+    def __init__(self, name: str, delegate: Handler = not_found_handler) -> None:
+        self.name = name
+        self.delegate = delegate
+        self.paths: dict[str, Handler] = {}
+        self.resources: dict[tuple[str, str, str], ResourceHandler] = {}
+
+    def add_path(self, path: str, handler: Handler) -> None:
+        """Serve the non-resource ``path`` (exactly; no prefix matching)."""
+        self.paths[path] = handler
+
+    def add_paths(self, routes: dict[str, Handler]) -> None:
+        self.paths.update(routes)
+
+    def install_resource(
+        self, group: str, version: str, resource: str, handler: ResourceHandler
+    ) -> None:
+        """Serve ``/api[s]/<group>/<version>/[namespaces/<ns>/]<resource>...``."""
+        self.resources[(group, version, resource)] = handler
+
+    def uninstall_resource(self, group: str, version: str, resource: str) -> None:
+        self.resources.pop((group, version, resource), None)
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        info: RequestInfo = request[REQUEST_INFO]
+        if info.is_resource_request:
+            # the core group lives under /api only, every other group under /apis only
+            if (info.api_prefix == "api") == (info.api_group == ""):
+                key = (info.api_group, info.api_version, info.resource)
+                resource_handler = self.resources.get(key)
+                if resource_handler is not None:
+                    return await resource_handler(request, info)
+        else:
+            handler = self.paths.get(request.path)
+            if handler is not None:
+                return await handler(request)
+        return await self.delegate(request)

@@ -1,0 +1,20 @@
+"""The filters every request crosses, composed once at start into nested async callables.
+
+Outermost first, as kube-apiserver's DefaultBuildHandlerChain: request id (kube's audit ID),
+panic recovery with the request log line, request info; then the server chain. Security
+filters (authentication, audit, impersonation, authorization) and limits slot in after request
+info as they are built.
+"""
+
+from __future__ import annotations
+
+from gateway.server.filters.recovery import with_panic_recovery
+from gateway.server.filters.requestid import with_request_id
+from gateway.server.filters.requestinfo import with_request_info
+from gateway.server.genericapiserver import Handler
+
+
+def build_handler_chain(handler: Handler) -> Handler:
+    handler = with_request_info(handler)
+    handler = with_panic_recovery(handler)
+    return with_request_id(handler)

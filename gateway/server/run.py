@@ -1,0 +1,126 @@
+"""``gateway serve``: the development PKI, the HTTPS listener, and a graceful stop.
+
+On SIGTERM or SIGINT the gateway fails /readyz, waits --shutdown-delay-duration, stops
+accepting connections, gives in-flight requests up to --request-timeout to finish, then closes
+the watch caches and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+import signal
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+
+from gateway import pki
+from gateway.options import ServeOptions
+from gateway.server.apiserver import Gateway
+from gateway.server.tls import server_ssl_context
+from gateway.storage.errors import StorageError
+
+log = structlog.get_logger(__name__)
+
+
+class StartupError(Exception):
+    """The gateway cannot start; the message is the one line the user sees."""
+
+
+def server_url(options: ServeOptions) -> str:
+    """Where a local client reaches this gateway (the admin kubeconfig's server)."""
+    address = ipaddress.ip_address(options.bind_address)
+    host = "127.0.0.1" if address.is_unspecified or address.is_loopback else str(address)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"https://{host}:{options.secure_port}"
+
+
+def complete_with_dev_pki(options: ServeOptions) -> ServeOptions:
+    """With no serving certificate given, make (or reuse) the development PKI and default
+    every certificate flag to it: serving pair, client CA, front proxy, service accounts."""
+    if options.tls_cert_file is not None:
+        return options
+    address = ipaddress.ip_address(options.bind_address)
+    sans = list(options.tls_sans)
+    if not (address.is_unspecified or address.is_loopback):
+        sans.append(str(address))
+    try:
+        dev = pki.ensure_dev_pki(options.cert_dir, sans=sans, server_url=server_url(options))
+    except pki.PKIError as err:
+        raise StartupError(str(err)) from None
+    log.info("development PKI ready", cert_dir=str(options.cert_dir),
+             kubeconfig=str(dev.kubeconfig))
+    return dataclasses.replace(
+        options,
+        tls_cert_file=dev.serving_cert,
+        tls_private_key_file=dev.serving_key,
+        client_ca_file=options.client_ca_file or dev.ca_cert,
+        requestheader_client_ca_file=options.requestheader_client_ca_file
+        or dev.front_proxy_ca_cert,
+        requestheader_allowed_names=options.requestheader_allowed_names
+        or ["front-proxy-client"],
+        proxy_client_cert_file=options.proxy_client_cert_file or dev.front_proxy_client_cert,
+        proxy_client_key_file=options.proxy_client_key_file or dev.front_proxy_client_key,
+        service_account_key_files=options.service_account_key_files or [dev.sa_public_key],
+        service_account_signing_key_file=options.service_account_signing_key_file
+        or dev.sa_private_key,
+    )
+
+
+def _client_cas(options: ServeOptions) -> list[Path]:
+    cas = [options.client_ca_file, options.requestheader_client_ca_file]
+    return [ca for ca in cas if ca is not None]
+
+
+async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:
+    """Run until ``stop`` is set or a SIGTERM/SIGINT arrives."""
+    options = complete_with_dev_pki(options)
+    assert options.tls_cert_file and options.tls_private_key_file
+    try:
+        ssl_context = server_ssl_context(
+            options.tls_cert_file, options.tls_private_key_file, _client_cas(options)
+        )
+    except (OSError, ValueError) as err:
+        raise StartupError(f"--tls-cert-file/--tls-private-key-file: cannot load: {err}") from None
+
+    gateway = Gateway(options)
+    try:
+        await gateway.start()
+    except StorageError as err:
+        raise StartupError(str(err)) from None
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    server = web.Server(gateway.handler, access_log=None)
+    runner = web.ServerRunner(server, shutdown_timeout=options.request_timeout)
+    await runner.setup()
+    site = web.TCPSite(runner, options.bind_address, options.secure_port,
+                       ssl_context=ssl_context, reuse_address=True,
+                       shutdown_timeout=options.request_timeout)
+    try:
+        await site.start()
+    except OSError as err:
+        await runner.cleanup()
+        await gateway.stop()
+        raise StartupError(
+            f"--secure-port: cannot listen on {options.bind_address}:{options.secure_port}: "
+            f"{err.strerror or err}"
+        ) from None
+    log.info("serving securely", address=options.bind_address, port=options.secure_port,
+             storage=gateway.storage_description)
+
+    await stop.wait()
+    log.info("shutting down: failing /readyz, draining requests",
+             delay_seconds=options.shutdown_delay_duration)
+    gateway.begin_shutdown()
+    if options.shutdown_delay_duration:
+        await asyncio.sleep(options.shutdown_delay_duration)
+    await runner.cleanup()
+    await gateway.stop()
+    log.info("stopped")

@@ -1,0 +1,89 @@
+"""Making the store the flags ask for, and a watch cache per resource on top of it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from gateway.options import ServeOptions
+from gateway.storage.errors import StorageError
+from gateway.storage.interface import Storage
+from gateway.storage.watchcache import Cacher
+
+log = structlog.get_logger(__name__)
+
+
+def new_storage(options: ServeOptions) -> Storage:
+    """SQLite under --data-dir, or etcd when --etcd-servers is given."""
+    if options.uses_etcd:
+        from gateway.storage.etcd3 import EtcdConfig, EtcdStorage
+
+        return EtcdStorage(EtcdConfig(
+            servers=tuple(options.etcd_servers),
+            prefix=options.etcd_prefix,
+            ca_file=str(options.etcd_cafile) if options.etcd_cafile else None,
+            cert_file=str(options.etcd_certfile) if options.etcd_certfile else None,
+            key_file=str(options.etcd_keyfile) if options.etcd_keyfile else None,
+        ))
+    from gateway.storage.sqlite import SQLiteStorage
+
+    options.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return SQLiteStorage(options.state_db)
+
+
+async def wait_until_reachable(storage: Storage, *, describe: str,
+                               log_window: float = 10.0) -> None:
+    """Retry the store's health check with back-off until it answers.
+
+    One log line per ``log_window`` seconds says what is failing and how often it was tried,
+    so an unreachable etcd is visible without flooding the log.
+    """
+    delay, attempts, window_start = 0.2, 0, time.monotonic()
+    while True:
+        try:
+            await storage.check_health()
+        except StorageError as err:
+            attempts += 1
+            now = time.monotonic()
+            if attempts == 1 or now - window_start >= log_window:
+                log.warning("storage not reachable; retrying", storage=describe,
+                            attempts=attempts, error=str(err))
+                window_start = now
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if attempts:
+            log.info("storage reachable", storage=describe, attempts=attempts + 1)
+        return
+
+
+class StorageFactory:
+    """Hands out one watch cache per resource prefix over the shared store."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.cachers: dict[str, Cacher] = {}
+        self._started = False
+
+    def cacher(self, prefix: str) -> Cacher:
+        cacher = self.cachers.get(prefix)
+        if cacher is None:
+            cacher = self.cachers[prefix] = Cacher(self.storage, prefix)
+            if self._started:
+                asyncio.get_running_loop().create_task(cacher.start())
+        return cacher
+
+    async def start_caches(self) -> None:
+        self._started = True
+        for cacher in self.cachers.values():
+            await cacher.start()
+
+    @property
+    def caches_ready(self) -> bool:
+        return self._started and all(c.ready for c in self.cachers.values())
+
+    async def close(self) -> None:
+        for cacher in self.cachers.values():
+            await cacher.close()
