@@ -11,7 +11,13 @@ from typing import Any
 from aiohttp import web
 
 from gateway.endpoints import status
-from gateway.endpoints.request import decode_object, dry_run, int_param, read_body
+from gateway.endpoints.request import (
+    body_media_type,
+    decode_object,
+    dry_run,
+    int_param,
+    read_body,
+)
 from gateway.registry.store import RESTStore
 from gateway.server.requestinfo import RequestInfo
 from gateway.storage.codec import dumps
@@ -79,7 +85,7 @@ class ResourceEndpoints:
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
         body = await read_body(request)
-        return decode_object(body, request.content_type)
+        return decode_object(body, body_media_type(request))
 
     async def create(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.name:

@@ -35,6 +35,12 @@ async def read_body(request: web.BaseRequest, limit: int = MAX_BODY_BYTES) -> by
     return b"".join(chunks)
 
 
+def body_media_type(request: web.BaseRequest) -> str:
+    """The request's media type; a missing Content-Type means JSON, as in kube-apiserver."""
+    raw = request.headers.get("Content-Type", "")
+    return raw.split(";", 1)[0].strip().lower()
+
+
 def decode_object(body: bytes, content_type: str) -> dict[str, Any]:
     """A JSON or YAML object from a request body (400 when it is not one; 415 other types)."""
     if content_type in YAML_TYPES:

@@ -265,7 +265,9 @@ async def test_update_preconditions_are_checked(store):
     with pytest.raises(ConflictError):
         await store.guaranteed_update(key("a"), change, preconditions=Preconditions(uid="nope"))
     updated = await store.guaranteed_update(
-        key("a"), change, preconditions=Preconditions(uid="uid-a", resource_version=str(rv(created)))
+        key("a"),
+        change,
+        preconditions=Preconditions(uid="uid-a", resource_version=str(rv(created))),
     )
     assert updated["data"] == {"v": "2"}
 
@@ -380,7 +382,8 @@ async def test_watch_from_now_sees_only_later_changes(store):
 async def test_concurrent_writes_reach_a_watcher_in_revision_order(store):
     watch = await store.watch(P)
     try:
-        created = await asyncio.gather(*(store.create(key(f"k{i}"), cm(f"k{i}")) for i in range(40)))
+        writes = (store.create(key(f"k{i}"), cm(f"k{i}")) for i in range(40))
+        created = await asyncio.gather(*writes)
         events = await changes(watch, 40)
         assert [e.revision for e in events] == sorted(rv(c) for c in created)
     finally:
@@ -392,9 +395,8 @@ async def test_a_watcher_that_reads_late_still_gets_every_event(store):
     try:
         total = 2500  # more than any watch buffer
         for start in range(0, total, 100):
-            await asyncio.gather(
-                *(store.create(key(f"k{i:05d}"), cm(f"k{i:05d}")) for i in range(start, start + 100))
-            )
+            names = [f"k{i:05d}" for i in range(start, start + 100)]
+            await asyncio.gather(*(store.create(key(n), cm(n)) for n in names))
         events = await changes(watch, total, timeout=30)
         revisions = [e.revision for e in events]
         assert revisions == sorted(revisions) and len(set(revisions)) == total

@@ -53,7 +53,8 @@ async def started(store, **kwargs) -> Cacher:
 async def create_many(store, names: list[str], batch: int = 100) -> list[dict]:
     created = []
     for i in range(0, len(names), batch):
-        created += await asyncio.gather(*(store.create(key(n), cm(n)) for n in names[i : i + batch]))
+        chunk = names[i : i + batch]
+        created += await asyncio.gather(*(store.create(key(n), cm(n)) for n in chunk))
     return created
 
 

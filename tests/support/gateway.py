@@ -1,0 +1,154 @@
+"""Run the real ``gateway serve`` as a subprocess on a free port, as a user would.
+
+Tests talk to it with kubectl, the kubernetes Python client, or plain HTTPS with the admin
+certificate the gateway's development PKI wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gateway_command() -> list[str]:
+    """The installed console script next to this interpreter, else ``python -m gateway``."""
+    script = shutil.which("gateway", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "gateway"]
+
+
+class GatewayProcess:
+    """One ``gateway serve`` with its own port, certificate and data directories."""
+
+    def __init__(self, workdir: Path, *extra: str, port: int | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.port = port or free_port()
+        self.cert_dir = self.workdir / "certs"
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / f"gateway-{self.port}.log"
+        self.extra = list(extra)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def args(self) -> list[str]:
+        return [
+            *gateway_command(), "serve",
+            "--secure-port", str(self.port),
+            "--bind-address", "127.0.0.1",
+            "--cert-dir", str(self.cert_dir),
+            "--data-dir", str(self.data_dir),
+            *self.extra,
+        ]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cert_dir / "admin.kubeconfig"
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self, *, wait: str | None = "/readyz", timeout: float = 60) -> GatewayProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
+                                     cwd=self.workdir)
+        log.close()
+        if wait:
+            self.wait_for(wait, timeout)
+        return self
+
+    def wait_for(self, path: str, timeout: float = 60) -> None:
+        """Poll ``path`` until it answers 200; fail with the log if the process dies."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                code, body = self.request("GET", path)
+                if code == 200:
+                    return
+                last = f"{code} {body[:500]!r}"
+            except (OSError, ssl.SSLError) as err:
+                last = str(err)
+            time.sleep(0.1)
+        raise TimeoutError(f"{path} not ready after {timeout}s ({last}):\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-8000:]
+        except OSError:
+            return ""
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+        ctx.load_cert_chain(str(self.cert_dir / "admin.crt"), str(self.cert_dir / "admin.key"))
+        return ctx
+
+    def request(self, method: str, path: str, body: Any = None,
+                headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """One HTTPS request as the admin user; returns (status, body)."""
+        data = None if body is None else (
+            body if isinstance(body, bytes) else json.dumps(body).encode()
+        )
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, context=self.ssl_context(), timeout=30) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True, text=True, input=input, timeout=timeout,
+            env={**os.environ, "KUBECACHEDIR": str(self.workdir / "kubecache")},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Signal the gateway and wait for it; returns its exit status."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def __enter__(self) -> GatewayProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
