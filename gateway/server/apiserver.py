@@ -20,6 +20,7 @@ from gateway.endpoints import status
 from gateway.endpoints.handlers import json_response
 from gateway.options import ServeOptions
 from gateway.registry.store import RESTStore
+from gateway.server.filters.draining import InFlightRequests
 from gateway.server.genericapiserver import GenericAPIServer, Handler
 from gateway.server.handler_chain import build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
@@ -50,7 +51,8 @@ class Gateway:
         self.aggregator = GenericAPIServer("kube-aggregator", self.kube.handle)
         self.namespaces: RESTStore = install_kube_core(self.kube, self.factory)
         self._install_non_resource_paths()
-        self.handler: Handler = build_handler_chain(self.aggregator.handle)
+        self.in_flight = InFlightRequests()
+        self.handler: Handler = build_handler_chain(self.aggregator.handle, self.in_flight)
 
     @property
     def storage_description(self) -> str:

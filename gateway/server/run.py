@@ -121,6 +121,9 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     gateway.begin_shutdown()
     if options.shutdown_delay_duration:
         await asyncio.sleep(options.shutdown_delay_duration)
+    await site.stop()  # no new connections
+    if not await gateway.in_flight.wait_idle(options.request_timeout):
+        log.warning("in-flight requests did not finish in time", left=gateway.in_flight.count)
     await runner.cleanup()
     await gateway.stop()
     log.info("stopped")

@@ -146,3 +146,31 @@ def test_a_corrupt_state_db_refuses_to_start_and_is_left_untouched(workdir):
     errors = [line for line in proc.log().splitlines() if "error:" in line]
     assert len(errors) == 1 and "state.db" in errors[0], proc.log()
     assert (data / "state.db").read_bytes() == garbage
+
+
+def test_sigterm_lets_an_in_flight_request_finish(workdir):
+    import socket
+    import time
+
+    proc = GatewayProcess(workdir).start()
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "in-flight"}, "data": {"k": "v" * 1000}}).encode()
+    raw = socket.create_connection(("127.0.0.1", proc.port), timeout=30)
+    conn = proc.ssl_context().wrap_socket(raw, server_hostname="localhost")
+    head = (f"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    conn.sendall(head + body[:100])  # the request is in flight: half its body sent
+    time.sleep(0.3)
+    proc.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert proc.proc.poll() is None, "the gateway waits for the in-flight request"
+    conn.sendall(body[100:])
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += conn.recv(65536)
+    assert response.startswith(b"HTTP/1.1 201"), response[:200]
+    conn.close()
+    assert proc.proc.wait(30) == 0
+    # a new connection after SIGTERM is refused: the listener is closed
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", proc.port), timeout=2).close()
