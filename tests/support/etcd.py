@@ -25,11 +25,12 @@ class EtcdServer:
     """One etcd member; ``stop()`` then ``start()`` restarts it on the same port and data."""
 
     def __init__(self, *, port: int | None = None, extra_args: list[str] | None = None,
-                 tls: dict[str, Path] | None = None) -> None:
+                 tls: dict[str, Path] | None = None, fsync: bool = False) -> None:
         self.port = port or free_port()
         self.peer_port = free_port()
         self.extra_args = list(extra_args or [])
         self.tls = tls  # {"cert": ..., "key": ..., "ca": ...}: https with client-cert auth
+        self.fsync = fsync  # tests skip fsync for speed; benchmarks keep it
         self.data_dir = Path(tempfile.mkdtemp(prefix="etcd-test-"))
         self.log_path = self.data_dir / "etcd.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -54,9 +55,10 @@ class EtcdServer:
             "--initial-cluster", f"test=http://127.0.0.1:{self.peer_port}",
             "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
             "--log-level", "warn",
-            "--unsafe-no-fsync",  # tests only: durability is the gateway's own tests' subject
             *self.extra_args,
         ]
+        if not self.fsync:  # tests only: durability is the gateway's own tests' subject
+            args.append("--unsafe-no-fsync")
         if self.tls:
             args += ["--cert-file", str(self.tls["cert"]), "--key-file", str(self.tls["key"]),
                      "--trusted-ca-file", str(self.tls["ca"]), "--client-cert-auth"]
