@@ -53,6 +53,9 @@ log = structlog.get_logger(__name__)
 
 _EQUAL = rpc.Compare.CompareResult.Value("EQUAL")
 _MOD = rpc.Compare.CompareTarget.Value("MOD")
+_VERSION = rpc.Compare.CompareTarget.Value("VERSION")
+#: The key replicas agree on compaction through, as kube-apiservers do (outside any prefix).
+COMPACT_REV_KEY = b"compact_rev_key"
 _PUT = rpc.Event.EventType.Value("PUT")
 
 #: Raise gRPC's 4 MB receive default: a list of many large objects is one message.
@@ -80,6 +83,8 @@ class EtcdConfig:
     key_file: str | None = None
     request_timeout: float = 10.0
     watch_buffer: int = 1024
+    #: kube-apiserver's --etcd-compaction-interval; 0 leaves compaction to someone else.
+    compaction_interval: float = 300.0
 
 
 def _map_error(err: grpc.aio.AioRpcError, key: str = "") -> StorageError:
@@ -161,6 +166,7 @@ class EtcdStorage:
         self.prefix = config.prefix.rstrip("/")
         self._endpoints: _Endpoints | None = None
         self._watches: set[_EtcdWatch] = set()
+        self._compactor: asyncio.Task[None] | None = None
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -220,8 +226,13 @@ class EtcdStorage:
 
     async def start(self) -> None:
         self._endpoints = _Endpoints(self.config)
+        if self.config.compaction_interval > 0:
+            self._compactor = asyncio.get_running_loop().create_task(self._compact_loop())
 
     async def close(self) -> None:
+        if self._compactor is not None:
+            self._compactor.cancel()
+            await asyncio.gather(self._compactor, return_exceptions=True)
         for watch in list(self._watches):
             watch.close()
         self._watches.clear()
@@ -378,6 +389,34 @@ class EtcdStorage:
         except FutureRevisionError:
             raise FutureRevisionError(revision, await self.current_revision()) from None
         log.info("etcd compacted", revision=revision)
+
+    async def _compact_loop(self) -> None:
+        """Every interval, compact to the revision seen one interval ago (kube's compactor)."""
+        version, revision = 0, 0
+        while True:
+            await asyncio.sleep(self.config.compaction_interval)
+            try:
+                version, revision = await self.compact_step(version, revision)
+            except StorageError as err:
+                log.warning("etcd compaction failed", error=str(err))
+
+    async def compact_step(self, version: int, revision: int) -> tuple[int, int]:
+        """One round: whichever replica moves compact_rev_key from ``version`` compacts to
+        ``revision``; everyone learns the key's new version and the current revision."""
+        request = rpc.TxnRequest(
+            compare=[rpc.Compare(result=_EQUAL, target=_VERSION, key=COMPACT_REV_KEY,
+                                 version=version)],
+            success=[rpc.RequestOp(request_put=rpc.PutRequest(
+                key=COMPACT_REV_KEY, value=str(revision).encode()))],
+            failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=COMPACT_REV_KEY))],
+        )
+        resp = await self._kv("Txn", request)
+        current = resp.header.revision
+        if not resp.succeeded:
+            return resp.responses[0].response_range.kvs[0].version, current
+        if revision:
+            await self.compact(revision)
+        return version + 1, current
 
     # -- watch ----------------------------------------------------------------------------
 

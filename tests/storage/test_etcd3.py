@@ -20,6 +20,7 @@ from gateway.storage.errors import (
     KeyNotFoundError,
     StorageInternalError,
     StorageUnavailableError,
+    TooOldResourceVersionError,
 )
 from gateway.storage.etcd3 import EtcdConfig, EtcdStorage
 from gateway.storage.interface import EventType
@@ -222,3 +223,26 @@ async def test_a_dead_first_endpoint_fails_over_to_the_next(etcd_server):
         watch.stop()
     finally:
         await store.close()
+
+
+async def test_replicas_take_turns_compacting_like_kube_apiservers():
+    with EtcdServer() as server:
+        a, b = await open_etcd(server), await open_etcd(server)
+        try:
+            version_a, seen_a = await a.compact_step(0, 0)  # bootstrap: nothing compacted
+            version_b, _ = await b.compact_step(0, 0)  # lost the race: learns the version
+            assert (version_a, version_b) == (1, 1)
+            old = await a.create(P + "default/old", cm("old"))
+            for i in range(5):
+                await a.create(P + f"default/n{i}", cm(f"n{i}"))
+            version_a, _ = await a.compact_step(version_a, seen_a + 1)
+            assert version_a == 2
+            with pytest.raises(TooOldResourceVersionError):
+                await a.list(P, revision=int(old["metadata"]["resourceVersion"]) - 1)
+            # b's view is stale: it neither compacts nor fails, it catches up
+            version_b, _ = await b.compact_step(version_b, await b.current_revision())
+            assert version_b == 2
+            assert len((await a.list(P)).items) == 6
+        finally:
+            await a.close()
+            await b.close()
