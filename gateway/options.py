@@ -83,6 +83,8 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     add("--etcd-cafile", help="CA bundle that signs etcd's serving certificate")
     add("--etcd-certfile", help="client certificate for etcd")
     add("--etcd-keyfile", help="client key for etcd")
+    add("--etcd-compaction-interval", type=parse_duration, default=300.0,
+        help="how often etcd history is compacted (5m0s); 0 disables")
     # authentication and authorization
     add("--client-ca-file", help="CA bundle for client certificates (default: the dev CA)")
     add("--token-auth-file", help="static bearer tokens, kube's CSV format")
@@ -139,6 +141,7 @@ class ServeOptions:
     etcd_cafile: Path | None = None
     etcd_certfile: Path | None = None
     etcd_keyfile: Path | None = None
+    etcd_compaction_interval: float = 300.0
     client_ca_file: Path | None = None
     token_auth_file: Path | None = None
     anonymous_auth: bool = True
@@ -197,6 +200,7 @@ class ServeOptions:
             etcd_cafile=_path(args.etcd_cafile),
             etcd_certfile=_path(args.etcd_certfile),
             etcd_keyfile=_path(args.etcd_keyfile),
+            etcd_compaction_interval=args.etcd_compaction_interval,
             client_ca_file=_path(args.client_ca_file),
             token_auth_file=_path(args.token_auth_file),
             anonymous_auth=args.anonymous_auth,
@@ -248,6 +252,8 @@ class ServeOptions:
             raise OptionsError("--request-timeout: must be greater than 0")
         if self.event_ttl <= 0:
             raise OptionsError("--event-ttl: must be greater than 0")
+        if self.etcd_compaction_interval < 0:
+            raise OptionsError("--etcd-compaction-interval: must not be negative")
         if self.shutdown_delay_duration < 0:
             raise OptionsError("--shutdown-delay-duration: must not be negative")
         self._validate_modes()

@@ -26,6 +26,7 @@ def new_storage(options: ServeOptions) -> Storage:
             ca_file=str(options.etcd_cafile) if options.etcd_cafile else None,
             cert_file=str(options.etcd_certfile) if options.etcd_certfile else None,
             key_file=str(options.etcd_keyfile) if options.etcd_keyfile else None,
+            compaction_interval=options.etcd_compaction_interval,
         ))
     from gateway.storage.sqlite import SQLiteStorage
 
