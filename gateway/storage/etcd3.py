@@ -27,7 +27,7 @@ import grpc
 import structlog
 from aetcd import rpc
 
-from gateway.storage import codec, continuetoken
+from gateway.storage import cas, codec, continuetoken
 from gateway.storage.errors import (
     FutureRevisionError,
     KeyExistsError,
@@ -340,22 +340,15 @@ class EtcdStorage:
         ignore_not_found: bool = False,
     ) -> Object:
         full = self._full(key)
-        current_kv = await self._current_kv(full, key)
-        while True:
-            revision, data = current_kv if current_kv is not None else (0, None)
-            current = codec.decode(data, revision, key) if data is not None else None
-            if current is None and not ignore_not_found:
-                raise KeyNotFoundError(key)
-            if current is not None and preconditions is not None:
-                preconditions.check(key, current)
-            new_data = codec.encode(await update(current))
-            if data is not None and new_data == data:
-                return codec.decode(data, revision, key)  # a no-op writes nothing
+
+        async def swap(expected: int, data: bytes | None, new_data: bytes) -> cas.Outcome:
             put = rpc.RequestOp(request_put=rpc.PutRequest(key=full, value=new_data))
-            done, outcome = await self._swap(full, key, revision, put)
-            if done:
-                return codec.decode(new_data, outcome, key)
-            current_kv = outcome
+            return await self._swap(full, key, expected, put)
+
+        return await cas.guaranteed_update(
+            key, await self._current_kv(full, key), update, swap,
+            preconditions=preconditions, ignore_not_found=ignore_not_found,
+        )
 
     async def delete(
         self,
@@ -365,21 +358,15 @@ class EtcdStorage:
         validate: Callable[[Object], Awaitable[None]] | None = None,
     ) -> Object:
         full = self._full(key)
-        current_kv = await self._current_kv(full, key)
-        while True:
-            if current_kv is None:
-                raise KeyNotFoundError(key)
-            revision, data = current_kv
-            current = codec.decode(data, revision, key)
-            if preconditions is not None:
-                preconditions.check(key, current)
-            if validate is not None:
-                await validate(current)
+
+        async def swap(expected: int, data: bytes) -> cas.Outcome:
             delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=full))
-            done, outcome = await self._swap(full, key, revision, delete)
-            if done:
-                return codec.decode(data, outcome, key)
-            current_kv = outcome
+            return await self._swap(full, key, expected, delete)
+
+        return await cas.guaranteed_delete(
+            key, await self._current_kv(full, key), swap,
+            preconditions=preconditions, validate=validate,
+        )
 
     async def compact(self, revision: int) -> None:
         try:

@@ -34,7 +34,7 @@ from typing import Any
 
 import structlog
 
-from gateway.storage import codec, continuetoken
+from gateway.storage import cas, codec, continuetoken
 from gateway.storage.errors import (
     FutureRevisionError,
     KeyExistsError,
@@ -741,23 +741,13 @@ class SQLiteStorage:
         preconditions: Preconditions | None = None,
         ignore_not_found: bool = False,
     ) -> Object:
-        row = self._get_row(key)
-        while True:
-            revision, data = row if row is not None else (0, None)
-            current = codec.decode(data, revision, key) if data is not None else None
-            if current is None and not ignore_not_found:
-                raise KeyNotFoundError(key)
-            if current is not None and preconditions is not None:
-                preconditions.check(key, current)
-            new = await update(current)
-            new_data = codec.encode(new)
-            if data is not None and new_data == data:
-                return codec.decode(data, revision, key)  # a no-op writes nothing
-            result = await self._write(_Put(key, new_data, revision, data))
-            if isinstance(result, _Written):
-                return codec.decode(new_data, result.revision, key)
-            assert isinstance(result, _Stale)
-            row = (result.revision, result.value) if result.value is not None else None
+        async def swap(expected: int, data: bytes | None, new_data: bytes) -> cas.Outcome:
+            return self._outcome(await self._write(_Put(key, new_data, expected, data)))
+
+        return await cas.guaranteed_update(
+            key, self._get_row(key), update, swap,
+            preconditions=preconditions, ignore_not_found=ignore_not_found,
+        )
 
     async def delete(
         self,
@@ -766,21 +756,19 @@ class SQLiteStorage:
         preconditions: Preconditions | None = None,
         validate: Callable[[Object], Awaitable[None]] | None = None,
     ) -> Object:
-        row = self._get_row(key)
-        while True:
-            if row is None:
-                raise KeyNotFoundError(key)
-            revision, data = row
-            current = codec.decode(data, revision, key)
-            if preconditions is not None:
-                preconditions.check(key, current)
-            if validate is not None:
-                await validate(current)
-            result = await self._write(_Delete(key, revision, data))
-            if isinstance(result, _Written):
-                return codec.decode(data, result.revision, key)
-            assert isinstance(result, _Stale)
-            row = (result.revision, result.value) if result.value is not None else None
+        async def swap(expected: int, data: bytes) -> cas.Outcome:
+            return self._outcome(await self._write(_Delete(key, expected, data)))
+
+        return await cas.guaranteed_delete(
+            key, self._get_row(key), swap, preconditions=preconditions, validate=validate
+        )
+
+    @staticmethod
+    def _outcome(result: object) -> cas.Outcome:
+        if isinstance(result, _Written):
+            return True, result.revision
+        assert isinstance(result, _Stale)
+        return False, (result.revision, result.value) if result.value is not None else None
 
     async def compact(self, revision: int) -> None:
         await self._write(_Compact(revision))

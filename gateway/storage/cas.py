@@ -1,0 +1,74 @@
+"""The compare-and-swap loops every backend runs for updates and deletes (kube's
+GuaranteedUpdate and conditional delete), written once.
+
+A backend supplies the current (revision, bytes) of the key and a ``swap`` that applies a
+change only if the key is still at the revision read; a lost race returns the key's newer
+state, and the loop tries again with it, without an extra read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from gateway.storage import codec
+from gateway.storage.errors import KeyNotFoundError
+from gateway.storage.interface import Object, Preconditions, UpdateFunc
+
+#: (revision, stored bytes) of a key, or None when it does not exist.
+Current = tuple[int, bytes] | None
+#: Swap outcome: (True, revision of the write) or (False, the key's current state).
+Outcome = tuple[bool, "int | Current"]
+PutSwap = Callable[[int, bytes | None, bytes], Awaitable[Outcome]]
+DeleteSwap = Callable[[int, bytes], Awaitable[Outcome]]
+
+
+async def guaranteed_update(
+    key: str,
+    current: Current,
+    update: UpdateFunc,
+    swap: PutSwap,
+    *,
+    preconditions: Preconditions | None = None,
+    ignore_not_found: bool = False,
+) -> Object:
+    while True:
+        revision, data = current if current is not None else (0, None)
+        obj = codec.decode(data, revision, key) if data is not None else None
+        if obj is None and not ignore_not_found:
+            raise KeyNotFoundError(key)
+        if obj is not None and preconditions is not None:
+            preconditions.check(key, obj)
+        new_data = codec.encode(await update(obj))
+        if data is not None and new_data == data:
+            return codec.decode(data, revision, key)  # a no-op writes nothing
+        done, outcome = await swap(revision, data, new_data)
+        if done:
+            assert isinstance(outcome, int)
+            return codec.decode(new_data, outcome, key)
+        current = outcome  # type: ignore[assignment]
+
+
+async def guaranteed_delete(
+    key: str,
+    current: Current,
+    swap: DeleteSwap,
+    *,
+    preconditions: Preconditions | None = None,
+    validate: Callable[[Object], Awaitable[None]] | None = None,
+) -> Object:
+    """Delete once the preconditions and ``validate`` hold of the current state; returns the
+    last state stamped with the deletion's revision."""
+    while True:
+        if current is None:
+            raise KeyNotFoundError(key)
+        revision, data = current
+        obj = codec.decode(data, revision, key)
+        if preconditions is not None:
+            preconditions.check(key, obj)
+        if validate is not None:
+            await validate(obj)
+        done, outcome = await swap(revision, data)
+        if done:
+            assert isinstance(outcome, int)
+            return codec.decode(data, outcome, key)
+        current = outcome  # type: ignore[assignment]
