@@ -174,3 +174,11 @@ def test_sigterm_lets_an_in_flight_request_finish(workdir):
     # a new connection after SIGTERM is refused: the listener is closed
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", proc.port), timeout=2).close()
+
+
+def test_console_logs_for_people(workdir):
+    with GatewayProcess(workdir, "--log-format", "console") as proc:
+        assert proc.request("GET", "/readyz")[0] == 200
+    text = proc.log()
+    assert "serving securely" in text
+    assert not any(line.startswith("{") for line in text.splitlines())
