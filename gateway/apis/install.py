@@ -2,29 +2,68 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
+
+from gateway.apis.admissionregistration.webhooks import MUTATING, VALIDATING
+from gateway.apis.coordination.leases import LEASES
 from gateway.apis.core.configmaps import CONFIGMAPS
+from gateway.apis.core.endpoints import ENDPOINTS
+from gateway.apis.core.events import EVENTS
 from gateway.apis.core.namespaces import NAMESPACES, namespace_lifecycle
+from gateway.apis.core.secrets import SECRETS
+from gateway.apis.core.serviceaccounts import SERVICEACCOUNTS
+from gateway.apis.core.services import SERVICES
+from gateway.apis.discovery.endpointslices import ENDPOINTSLICES
 from gateway.endpoints.handlers import ResourceEndpoints
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore
+
+# the schemas must be defined before any document is rendered
+from gateway.schema import admissionregistration as _adm  # noqa: F401
+from gateway.schema import coordination as _coordination  # noqa: F401
+from gateway.schema import core as _core  # noqa: F401
+from gateway.schema import discovery as _discovery  # noqa: F401
 from gateway.server.genericapiserver import GenericAPIServer
 from gateway.storage.factory import StorageFactory
 
-NAMESPACED_BUILTINS: tuple[ResourceDef, ...] = (CONFIGMAPS,)
+#: In discovery order: the core group first, then the named groups.
+BUILTINS: tuple[ResourceDef, ...] = (
+    NAMESPACES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, SERVICES, ENDPOINTS, EVENTS,
+    VALIDATING, MUTATING, LEASES, ENDPOINTSLICES,
+)
 
 
-def install_kube_core(server: GenericAPIServer, factory: StorageFactory) -> RESTStore:
-    """Serve the built-in resources; returns the namespaces store (bootstrap needs it)."""
+@dataclass
+class KubeCore:
+    """The stores of the built-in resources, for the controllers that need them."""
+
+    namespaces: RESTStore
+    stores: dict[str, RESTStore] = field(default_factory=dict)
+
+    @property
+    def namespaced(self) -> list[RESTStore]:
+        return [s for s in self.stores.values() if s.resource.namespaced]
+
+    def store(self, plural: str, group: str = "") -> RESTStore:
+        return self.stores[f"{plural}.{group}" if group else plural]
+
+
+def install_kube_core(server: GenericAPIServer, factory: StorageFactory, *,
+                      min_request_timeout: int = 1800,
+                      stopping: asyncio.Event | None = None) -> KubeCore:
+    """Serve the built-in resources on ``server``."""
     namespaces = RESTStore(NAMESPACES, factory.cacher(NAMESPACES.storage_prefix))
-    _install(server, namespaces)
-    for resource in NAMESPACED_BUILTINS:
-        check = namespace_lifecycle(namespaces, resource.plural, resource.group)
-        store = RESTStore(resource, factory.cacher(resource.storage_prefix), check)
-        _install(server, store)
-    return namespaces
-
-
-def _install(server: GenericAPIServer, store: RESTStore) -> None:
-    resource = store.resource
-    server.install_resource(resource.group, resource.version, resource.plural,
-                            ResourceEndpoints(store))
+    core = KubeCore(namespaces)
+    for resource in BUILTINS:
+        if resource is NAMESPACES:
+            store = namespaces
+        else:
+            check = namespace_lifecycle(namespaces, resource.plural, resource.group) \
+                if resource.namespaced else None
+            store = RESTStore(resource, factory.cacher(resource.storage_prefix), check)
+        name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        core.stores[name] = store
+        server.install_api(resource, ResourceEndpoints(
+            store, min_request_timeout=min_request_timeout, stopping=stopping))
+    return core

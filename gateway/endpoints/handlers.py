@@ -1,135 +1,377 @@
-"""The REST verbs of one resource, over its generic store (kube's endpoints/handlers).
+"""The REST verbs of one resource over its generic store (kube's endpoints/handlers).
 
 ``ResourceEndpoints`` is installed in a GenericAPIServer for (group, version, resource) and
-dispatches on the verb the request-info filter found.
+dispatches on the verb and subresource the request-info filter found: get, list, watch, create,
+update, patch (JSON, merge, strategic, apply), delete and deletecollection, on the object and on
+its status subresource.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import yaml
 from aiohttp import web
 
-from gateway.endpoints import status
-from gateway.endpoints.request import (
-    body_media_type,
-    decode_object,
-    dry_run,
-    int_param,
-    read_body,
+from gateway.endpoints import fieldmanager, status
+from gateway.endpoints import patch as patches
+from gateway.endpoints.listoptions import ListOptions, parse_list_options
+from gateway.endpoints.negotiation import TRANSFORMS, MediaType, negotiate, respond
+from gateway.endpoints.request import body_media_type, decode_object, read_body
+from gateway.endpoints.tableconvert import (
+    include_object_option,
+    partial_metadata,
+    partial_metadata_list,
+    table,
 )
-from gateway.registry.store import RESTStore
+from gateway.endpoints.watch import WatchEncoder, error_event, stream, watch_timeout
+from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.server.requestinfo import RequestInfo
-from gateway.storage.codec import dumps
-from gateway.storage.interface import Preconditions
+from gateway.storage.errors import TooOldResourceVersionError
+from gateway.storage.interface import ListResult, Preconditions
 
 JSON = "application/json"
+FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+PROPAGATION = ("Orphan", "Background", "Foreground")
+META_GROUP = "meta.k8s.io"
 
 
 def json_response(obj: Any, code: int = 200) -> web.Response:
-    return web.Response(status=code, body=dumps(obj), content_type=JSON)
+    return respond(obj, MediaType(), code)
 
 
 class ResourceEndpoints:
     """Serves every verb on one resource."""
 
-    def __init__(self, store: RESTStore) -> None:
+    def __init__(self, store: RESTStore, *, min_request_timeout: int = 1800,
+                 stopping: asyncio.Event | None = None) -> None:
         self.store = store
         self.resource = store.resource
+        self.min_request_timeout = min_request_timeout
+        self.stopping = stopping
         self._verbs = {
-            "get": self.get,
-            "list": self.list,
-            "create": self.create,
-            "update": self.update,
-            "delete": self.delete,
+            "get": self.get, "list": self.list, "watch": self.watch, "create": self.create,
+            "update": self.update, "patch": self.patch, "delete": self.delete,
+            "deletecollection": self.delete_collection,
         }
 
     async def __call__(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        if info.subresource or (info.namespace and not self.resource.namespaced):
+        # /api/v1/namespaces/<name> names the namespace; other cluster-scoped resources have
+        # no namespace in their path
+        if info.namespace and not self.resource.namespaced and info.namespace != info.name:
             raise status.not_found()
-        handler = self._verbs.get(info.verb)
-        if handler is None:
+        if info.subresource and info.subresource not in self.resource.subresources:
+            raise status.not_found()
+        if info.subresource and info.verb not in ("get", "update", "patch"):
             raise status.method_not_allowed(info.verb, self.resource.plural, self.resource.group)
+        handler = self._verbs.get(info.verb)
+        if handler is None or info.verb not in self.resource.verbs:
+            raise status.method_not_allowed(info.verb, self.resource.plural, self.resource.group)
+        if not self.resource.namespaced:
+            info.namespace = ""
         return await handler(request, info)
 
-    async def get(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        return json_response(await self.store.get(info.namespace, info.name))
+    # -- output -----------------------------------------------------------------------------
 
-    async def list(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        rv = request.query.get("resourceVersion", "")
-        token = request.query.get("continue", "")
-        if token and rv not in ("", "0"):
-            raise status.bad_request(
-                "specifying resource version is not allowed when using continue"
-            )
-        limit = int_param(request, "limit")
-        revision = _revision(rv)
-        result = await self.store.list(
-            info.namespace,
-            limit=limit,
-            continue_token=token,
-            revision=revision,
-            from_cache=rv == "0" and not token,
-        )
+    def _media(self, request: web.BaseRequest, *, watch: bool = False) -> MediaType:
+        return negotiate(request, TRANSFORMS, yaml_ok=not watch)
+
+    def _render_one(self, request: web.BaseRequest, obj: dict, media: MediaType) -> Any:
+        if media.transform == "Table":
+            include = include_object_option(request.query.get("includeObject"))
+            list_meta = {"resourceVersion": obj.get("metadata", {}).get("resourceVersion", "")}
+            return table(self.resource.columns, [obj], list_meta, include,
+                         version=media.transform_version)
+        if media.transform == "PartialObjectMetadata":
+            return partial_metadata(obj, media.transform_version)
+        if media.transform:
+            raise status.StatusError(406, "NotAcceptable", f"you requested {media.transform}, "
+                                     "but the requested object is not a list")
+        return obj
+
+    def _render_list(self, request: web.BaseRequest, result: ListResult,
+                     media: MediaType) -> Any:
         meta: dict[str, Any] = {"resourceVersion": str(result.revision)}
         if result.continue_token:
             meta["continue"] = result.continue_token
-        if result.remaining is not None:
+        if result.remaining is not None and result.continue_token:
             meta["remainingItemCount"] = result.remaining
-        return json_response({
-            "kind": self.resource.list_kind,
-            "apiVersion": self.resource.api_version,
-            "metadata": meta,
-            "items": result.items,
-        })
+        if media.transform == "Table":
+            include = include_object_option(request.query.get("includeObject"))
+            return table(self.resource.columns, result.items, meta, include,
+                         version=media.transform_version)
+        if media.transform == "PartialObjectMetadataList":
+            return partial_metadata_list(result.items, meta, media.transform_version)
+        if media.transform:
+            raise status.StatusError(406, "NotAcceptable", f"you requested {media.transform}, "
+                                     "but the requested object is a list")
+        return {"kind": self.resource.list_kind, "apiVersion": self.resource.api_version,
+                "metadata": meta, "items": result.items}
+
+    def _answer(self, request: web.BaseRequest, obj: Any, code: int,
+                options: WriteOptions | None = None) -> web.Response:
+        media = self._media(request)
+        headers = {}
+        if options is not None and options.warnings:
+            headers["Warning"] = ", ".join(
+                f'299 - "{w.replace(chr(34), chr(92) + chr(34))}"' for w in options.warnings)
+        return respond(self._render_one(request, obj, media), media, code, headers)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def get(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+        media = self._media(request)
+        obj = await self.store.get(info.namespace, info.name)
+        return respond(self._render_one(request, obj, media), media)
+
+    def _list_options(self, request: web.BaseRequest, *, watch: bool) -> ListOptions:
+        return parse_list_options(request, self.resource.selectable_fields, watch=watch)
+
+    async def list(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+        media = self._media(request)
+        options = self._list_options(request, watch=False)
+        result = await self.store.list(info.namespace, options)
+        return respond(self._render_list(request, result, media), media)
+
+    async def watch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+        media = self._media(request, watch=True)
+        options = self._list_options(request, watch=True)
+        include = include_object_option(request.query.get("includeObject"))
+        encoder = WatchEncoder(self.resource.kind, self.resource.api_version, media,
+                               self._watch_transform(media, include))
+        timeout = watch_timeout(options.timeout_seconds, self.min_request_timeout)
+        try:
+            events: Any = await self.store.watch(info.namespace, options)
+        except TooOldResourceVersionError as err:
+            events = _one_event(error_event(err))
+        return await stream(request, events, encoder, timeout, self.stopping)
+
+    def _watch_transform(self, media: MediaType, include: str):
+        if media.transform == "Table":
+            columns = self.resource.columns
+
+            def as_table(obj: dict, first: bool) -> dict:
+                meta = {"resourceVersion": obj.get("metadata", {}).get("resourceVersion", "")}
+                return table(columns, [obj], meta, include, headers=first,
+                             version=media.transform_version)
+
+            return as_table
+        if media.transform in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            return lambda obj, first: partial_metadata(obj, media.transform_version)
+        return None
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def _write_options(self, request: web.BaseRequest, info: RequestInfo,
+                       kind: str) -> WriteOptions:
+        query = request.query
+        dry_run = query.getall("dryRun", [])
+        causes = []
+        for value in dry_run:
+            if value != "All":
+                causes.append(status.Cause("FieldValueNotSupported",
+                                           f'Unsupported value: "{value}": supported values: '
+                                           '"All"', "dryRun"))
+        validation = query.get("fieldValidation", "") or "Warn"
+        if validation not in FIELD_VALIDATION:
+            causes.append(status.Cause("FieldValueNotSupported",
+                                       f'Unsupported value: "{validation}": supported values: '
+                                       '"Ignore", "Warn", "Strict"', "fieldValidation"))
+        manager = query.get("fieldManager", "")
+        if len(manager) > 128:
+            causes.append(status.Cause("FieldValueTooLong", "Too long: may not be more than 128 "
+                                       "bytes", "fieldManager"))
+        if causes:
+            raise status.invalid(kind, "", causes, group=META_GROUP)
+        return WriteOptions(dry_run=bool(dry_run), field_validation=validation,
+                            manager=manager or _manager_from_user_agent(request),
+                            subresource=info.subresource)
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
-        body = await read_body(request)
-        return decode_object(body, body_media_type(request))
+        return decode_object(await read_body(request), body_media_type(request))
 
     async def create(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.name:
             raise status.method_not_allowed("create", self.resource.plural, self.resource.group)
+        options = self._write_options(request, info, "CreateOptions")
         obj = await self._body(request)
-        created = await self.store.create(info.namespace, obj, dry_run=dry_run(request))
-        return json_response(created, 201)
+        created = await self.store.create(info.namespace, obj, options)
+        return self._answer(request, created, 201, options)
 
     async def update(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+        options = self._write_options(request, info, "UpdateOptions")
         obj = await self._body(request)
-        updated, created = await self.store.update(
-            info.namespace, info.name, obj, dry_run=dry_run(request)
-        )
-        return json_response(updated, 201 if created else 200)
+        updated, created = await self.store.update(info.namespace, info.name, obj, options)
+        return self._answer(request, updated, 201 if created else 200, options)
+
+    async def patch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+        options = self._write_options(request, info, "PatchOptions")
+        patch_type = body_media_type(request)
+        if patch_type not in patches.PATCH_TYPES:
+            raise patches.unsupported(patch_type)
+        force = request.query.get("force", "").lower() in ("true", "1")
+        if patch_type == patches.APPLY_PATCH:
+            if not request.query.get("fieldManager"):
+                raise status.invalid("PatchOptions", "", [status.Cause(
+                    "FieldValueRequired", "Required value: is required for apply patch",
+                    "fieldManager")], group=META_GROUP)
+        elif "force" in request.query:
+            raise status.invalid("PatchOptions", "", [status.Cause(
+                "FieldValueForbidden", "Forbidden: may not be specified for non-apply patch",
+                "force")], group=META_GROUP)
+        options.force = force
+        options.apply = patch_type == patches.APPLY_PATCH
+        body = await read_body(request)
+        mutate = self._mutation(patch_type, body, options, info)
+        obj, created = await self.store.patch(info.namespace, info.name, mutate, options,
+                                              may_create=patch_type == patches.APPLY_PATCH)
+        return self._answer(request, obj, 201 if created else 200, options)
+
+    def _mutation(self, patch_type: str, body: bytes, options: WriteOptions, info: RequestInfo):
+        """The function that turns the current object into the patched one."""
+        document = _parse_patch(body, patch_type)
+        schema = self.resource.schema_ref
+        if patch_type == patches.APPLY_PATCH:
+            if not isinstance(document, dict):
+                raise status.bad_request("the apply configuration must be an object")
+            applied = dict(document)
+            _check_applied_identity(applied, self.resource, info)
+            self.store.check_fields(applied, options)
+
+            def apply(current: dict | None) -> dict:
+                return fieldmanager.apply(current, applied, schema, manager=options.manager,
+                                          api_version=self.resource.api_version,
+                                          force=options.force, subresource=info.subresource)
+
+            return apply
+
+        def mutate(current: dict | None) -> dict:
+            if current is None:
+                raise status.not_found(self.resource.plural, info.name, self.resource.group)
+            if patch_type == patches.JSON_PATCH:
+                return patches.apply_json_patch(current, document)
+            if not isinstance(document, dict):
+                raise status.bad_request("a merge patch must be a JSON object")
+            if patch_type == patches.MERGE_PATCH:
+                return patches.merge_patch(current, document)
+            return patches.strategic_merge(current, document, schema)
+
+        return mutate
+
+    # -- delete -----------------------------------------------------------------------------
+
+    async def _delete_options(self, request: web.BaseRequest,
+                              info: RequestInfo) -> tuple[DeleteOptions, WriteOptions]:
+        body = await read_body(request)
+        given: dict[str, Any] = decode_object(body, body_media_type(request)) if body.strip() \
+            else {}
+        query = request.query
+        policy = given.get("propagationPolicy", query.get("propagationPolicy", ""))
+        grace = given.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        orphan = given.get("orphanDependents", query.get("orphanDependents"))
+        dry_run = given.get("dryRun") or query.getall("dryRun", [])
+        causes = []
+        if policy and policy not in PROPAGATION:
+            causes.append(status.Cause("FieldValueNotSupported", f'Unsupported value: '
+                                       f'"{policy}": supported values: "Foreground", '
+                                       '"Background", "Orphan"', "propagationPolicy"))
+        if policy and orphan is not None:
+            causes.append(status.Cause("FieldValueInvalid", "Invalid value: \"...\": "
+                                       "orphanDependents and deletionPropagation cannot be "
+                                       "both set", "propagationPolicy"))
+        for value in dry_run:
+            if value != "All":
+                causes.append(status.Cause("FieldValueNotSupported", f'Unsupported value: '
+                                           f'"{value}": supported values: "All"', "dryRun"))
+        try:
+            grace_seconds = int(grace) if grace not in (None, "") else None
+        except (TypeError, ValueError):
+            raise status.bad_request(f"gracePeriodSeconds: invalid value {grace!r}") from None
+        if causes:
+            raise status.invalid("DeleteOptions", "", causes, group=META_GROUP)
+        given_pre = given.get("preconditions") or {}
+        preconditions = Preconditions(uid=given_pre.get("uid"),
+                                      resource_version=given_pre.get("resourceVersion")) \
+            if given_pre else None
+        write = WriteOptions(dry_run=bool(dry_run), subresource=info.subresource,
+                             manager=_manager_from_user_agent(request))
+        return DeleteOptions(preconditions, policy, grace_seconds), write
 
     async def delete(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        preconditions = None
-        if request.can_read_body:
-            options = await self._body(request)
-            given = options.get("preconditions") or {}
-            if given:
-                preconditions = Preconditions(
-                    uid=given.get("uid"), resource_version=given.get("resourceVersion")
-                )
-        deleted = await self.store.delete(
-            info.namespace, info.name, preconditions=preconditions, dry_run=dry_run(request)
-        )
+        options, write = await self._delete_options(request, info)
+        obj, gone = await self.store.delete(info.namespace, info.name, options, write)
+        if not gone:
+            return self._answer(request, obj, 200)
         details = {"name": info.name, "kind": self.resource.plural,
-                   "uid": deleted.get("metadata", {}).get("uid", "")}
+                   "uid": obj.get("metadata", {}).get("uid", "")}
         if self.resource.group:
             details["group"] = self.resource.group
-        return json_response({
-            "kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Success", "details": details,
-        })
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Success", "details": details})
+
+    async def delete_collection(self, request: web.BaseRequest,
+                                info: RequestInfo) -> web.StreamResponse:
+        list_options = self._list_options(request, watch=False)
+        options, write = await self._delete_options(request, info)
+        deleted = await self.store.delete_collection(info.namespace, list_options, options,
+                                                     write)
+        media = self._media(request)
+        result = ListResult(items=deleted, revision=0)
+        rendered = self._render_list(request, result, media)
+        rendered["metadata"] = {}
+        return respond(rendered, media)
 
 
-def _revision(rv: str) -> int:
-    if rv in ("", "0"):
-        return 0
+def _one_event(event: Any) -> Any:
+    """An async iterator over one event (a watch that fails at once)."""
+
+    class _One:
+        def __init__(self) -> None:
+            self.sent = False
+
+        def __aiter__(self) -> _One:
+            return self
+
+        async def __anext__(self) -> Any:
+            if self.sent:
+                raise StopAsyncIteration
+            self.sent = True
+            return event
+
+    return _One()
+
+
+def _manager_from_user_agent(request: web.BaseRequest) -> str:
+    """kube's default field manager: the User-Agent up to the first '/'."""
+    agent = request.headers.get("User-Agent", "")
+    return agent.split("/", 1)[0][:128] or "unknown"
+
+
+def _parse_patch(body: bytes, patch_type: str) -> Any:
     try:
-        revision = int(rv)
-    except ValueError:
-        raise status.bad_request(f"invalid resource version {rv!r}") from None
-    if revision < 0:
-        raise status.bad_request(f"invalid resource version {rv!r}")
-    return revision
+        if patch_type == patches.APPLY_PATCH:
+            return yaml.safe_load(body)
+        return decode_object_any(body)
+    except (ValueError, yaml.YAMLError) as err:
+        raise status.bad_request(f"error decoding patch: {err}") from None
+
+
+def decode_object_any(body: bytes) -> Any:
+    from gateway.storage.codec import loads
+
+    return loads(body)
+
+
+def _check_applied_identity(applied: dict, resource: Any, info: RequestInfo) -> None:
+    if applied.get("apiVersion") != resource.api_version or applied.get("kind") != resource.kind:
+        raise status.bad_request(
+            f"the apply configuration must set apiVersion {resource.api_version!r} and kind "
+            f"{resource.kind!r}")
+    meta = applied.get("metadata") or {}
+    if meta.get("name") and meta["name"] != info.name:
+        raise status.bad_request(f"the name of the object ({meta['name']}) does not match the "
+                                 f"name on the URL ({info.name})")
+    if resource.namespaced and meta.get("namespace") and meta["namespace"] != info.namespace:
+        raise status.bad_request("the namespace of the provided object does not match the "
+                                 "namespace sent on the request")

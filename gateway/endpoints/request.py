@@ -8,6 +8,7 @@ import yaml
 from aiohttp import web
 
 from gateway.endpoints import status
+from gateway.endpoints.protobuf import PROTOBUF, decode_body
 from gateway.storage.codec import loads
 
 #: kube-apiserver refuses request bodies over 3 MiB.
@@ -43,6 +44,8 @@ def body_media_type(request: web.BaseRequest) -> str:
 
 def decode_object(body: bytes, content_type: str) -> dict[str, Any]:
     """A JSON or YAML object from a request body (400 when it is not one; 415 other types)."""
+    if content_type == PROTOBUF:
+        return decode_body(body)
     if content_type in YAML_TYPES:
         try:
             obj = yaml.safe_load(body)

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.registry.strategy import Strategy
+from gateway.registry.tables import DEFAULT_COLUMNS, Column
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
 @dataclass(frozen=True)
@@ -22,9 +25,13 @@ class ResourceDef:
     strategy: Strategy = field(default_factory=Strategy)
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
-    verbs: tuple[str, ...] = (
-        "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch",
-    )
+    verbs: tuple[str, ...] = ALL_VERBS
+    #: kubectl's columns (kube's printers); NAME and AGE by default.
+    columns: tuple[Column, ...] = DEFAULT_COLUMNS
+    #: The OpenAPI definition of the kind, e.g. io.k8s.api.core.v1.ConfigMap.
+    schema: str = ""
+    #: Subresources served besides the object itself ("status", "finalize", ...).
+    subresources: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -39,6 +46,15 @@ class ResourceDef:
     def storage_prefix(self) -> str:
         """Keys live under ``/<group>/<resource>/``; the core group is spelled ``core``."""
         return f"/{self.group or 'core'}/{self.plural}/"
+
+    @property
+    def schema_ref(self) -> dict:
+        return {"$ref": self.schema} if self.schema else {}
+
+    @property
+    def selectable_fields(self) -> frozenset[str]:
+        base = {"metadata.name", "metadata.namespace"} if self.namespaced else {"metadata.name"}
+        return frozenset(base | set(self.strategy.selectable_fields))
 
     def key(self, namespace: str, name: str) -> str:
         if self.namespaced:

@@ -1,26 +1,36 @@
 """The generic REST store: object semantics over the storage layer (kube's registry.Store).
 
-It owns what every resource shares: system metadata on create (uid, creationTimestamp,
-generation), resourceVersion preconditions on update, namespace/name consistency, validation
-through the resource's strategy, and turning storage failures into Status errors that name the
-resource. Reads that may be served from memory go to the watch cache; everything else goes to
-the storage.
+What every resource shares lives here: URL/body consistency, unknown fields and type errors
+against the schema, system metadata on create (uid, creationTimestamp, generation,
+generateName), resourceVersion preconditions on update, the status subresource split, field
+ownership (managedFields), deletion with finalizers, and the resourceVersion rules of list and
+watch. Strategies add what is particular to one resource. Storage failures become Status errors
+that name the resource.
 """
 
 from __future__ import annotations
 
 import copy
+import secrets
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.endpoints import status
+from gateway.endpoints import fieldmanager, status
+from gateway.endpoints.listoptions import EXACT, ListOptions
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import required
-from gateway.storage.errors import StorageError
+from gateway.schema.walk import check
+from gateway.storage.errors import (
+    KeyExistsError,
+    KeyNotFoundError,
+    StorageError,
+    TooOldResourceVersionError,
+)
 from gateway.storage.interface import ListResult, Object, Preconditions
-from gateway.storage.watchcache import Cacher
+from gateway.storage.watchcache import Cacher, CacheWatcher
 
 #: Checks, before a create, that the object's namespace can take it (namespace lifecycle).
 NamespaceCheck = Callable[[str], Awaitable[None]]
@@ -28,33 +38,137 @@ NamespaceCheck = Callable[[str], Awaitable[None]]
 CONFLICT_MESSAGE = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
+LIST_RV_EXPIRED = "The resourceVersion for the provided list is too old."
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATED_SUFFIX = 5
+_GENERATE_ATTEMPTS = 8
+_MAX_GENERATED_BASE = 63 - _GENERATED_SUFFIX
 
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class RESTStore:
-    """Create, read, update and delete one resource's objects."""
+@dataclass
+class WriteOptions:
+    """What a write request asked for beyond its body."""
 
-    def __init__(
-        self,
-        resource: ResourceDef,
-        cacher: Cacher,
-        namespace_check: NamespaceCheck | None = None,
-    ) -> None:
+    dry_run: bool = False
+    manager: str = ""
+    field_validation: str = "Warn"  # Strict, Warn or Ignore
+    subresource: str = ""
+    apply: bool = False  # server-side apply: the field manager already did its work
+    force: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeleteOptions:
+    preconditions: Preconditions | None = None
+    propagation_policy: str = ""
+    grace_period_seconds: int | None = None
+
+
+class RESTStore:
+    """Create, read, update, patch, delete and watch one resource's objects."""
+
+    def __init__(self, resource: ResourceDef, cacher: Cacher,
+                 namespace_check: NamespaceCheck | None = None) -> None:
         self.resource = resource
         self.cacher = cacher
         self.strategy = resource.strategy
         self.namespace_check = namespace_check
 
-    # -- errors ---------------------------------------------------------------------------
+    # -- errors and checks ----------------------------------------------------------------
 
     def _status(self, err: StorageError, name: str = "") -> status.StatusError:
         return status.from_storage_error(err, self.resource.plural, name, self.resource.group)
 
     def _invalid(self, name: str, causes: list[status.Cause]) -> status.StatusError:
         return status.invalid(self.resource.kind, name, causes, self.resource.group)
+
+    def check_body(self, obj: Any, namespace: str, name: str | None,
+                   options: WriteOptions) -> dict[str, Any]:
+        """Kind, apiVersion, namespace and name must agree with the URL; fields with the
+        schema. Returns the object's metadata."""
+        if not isinstance(obj, dict):
+            raise status.bad_request("the request body must be a JSON or YAML object")
+        self._check_type_meta(obj)
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise status.bad_request("metadata must be an object")
+        self._check_namespace(meta, namespace)
+        if name is not None and meta.get("name") and meta["name"] != name:
+            raise status.bad_request(f"the name of the object ({meta['name']}) does not match "
+                                     f"the name on the URL ({name})")
+        obj["kind"], obj["apiVersion"] = self.resource.kind, self.resource.api_version
+        self.check_fields(obj, options)
+        return meta
+
+    def _check_type_meta(self, obj: dict[str, Any]) -> None:
+        kind, api_version = obj.get("kind"), obj.get("apiVersion")
+        if kind and kind != self.resource.kind:
+            raise status.bad_request(f"the kind of the object ({kind}) does not match the kind "
+                                     f"of the request ({self.resource.kind})")
+        if api_version and api_version != self.resource.api_version:
+            raise status.bad_request(f"the API version in the data ({api_version}) does not "
+                                     f"match the expected API version "
+                                     f"({self.resource.api_version})")
+
+    def _check_namespace(self, meta: dict[str, Any], namespace: str) -> None:
+        if self.resource.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise status.bad_request("the namespace of the provided object does not match "
+                                         "the namespace sent on the request")
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+
+    def check_fields(self, obj: dict[str, Any], options: WriteOptions) -> None:
+        """Drop unknown fields (400 with Strict, a warning with Warn); 400 on wrong types."""
+        result = check(obj, self.resource.schema_ref)
+        if result.errors:
+            raise status.bad_request(
+                f'{self.resource.kind} in version "{self.resource.version}" cannot be handled '
+                f"as a {self.resource.kind}: {'; '.join(result.errors)}"
+            )
+        if not result.unknown or options.field_validation == "Ignore":
+            return
+        messages = [f'unknown field "{path}"' for path in result.unknown]
+        if options.field_validation == "Strict":
+            raise status.bad_request("strict decoding error: " + ", ".join(messages))
+        options.warnings.extend(messages)
+
+    # -- predicates -----------------------------------------------------------------------
+
+    def predicate(self, options: ListOptions) -> Callable[[Object], bool] | None:
+        labels, fields = options.label_selector, options.field_selector
+        if labels.empty and fields.empty:
+            return None
+        namespaced = self.resource.namespaced
+
+        def matches(obj: Object) -> bool:
+            meta = obj.get("metadata") or {}
+            if not labels.matches(meta.get("labels")):
+                return False
+            if fields.empty:
+                return True
+            values = {"metadata.name": meta.get("name", "")}
+            if namespaced:
+                values["metadata.namespace"] = meta.get("namespace", "")
+            values.update(self.strategy.field_set(obj))
+            return fields.matches(values)
+
+        return matches
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -64,173 +178,296 @@ class RESTStore:
         except StorageError as err:
             raise self._status(err, name) from None
 
-    async def list(
-        self,
-        namespace: str,
-        *,
-        limit: int = 0,
-        continue_token: str = "",
-        revision: int = 0,
-        from_cache: bool = False,
-    ) -> ListResult:
+    async def list(self, namespace: str, options: ListOptions) -> ListResult:
+        """A list with kube's resourceVersion rules: unset reads the store (consistent), "0"
+        or NotOlderThan reads the watch cache, Exact (or N with a limit) reads the store at N."""
         prefix = self.resource.list_prefix(namespace)
+        predicate = self.predicate(options)
+        rv, match = options.resource_version, options.resource_version_match
         try:
-            if from_cache:
-                return await self.cacher.list_cached(prefix, min_revision=revision)
-            return await self.cacher.list(
-                prefix, limit=limit, continue_token=continue_token, revision=revision
-            )
+            if options.continue_token or rv == "" or match == EXACT or (
+                    match == "" and rv != "0" and options.limit > 0):
+                return await self.cacher.list(
+                    prefix, limit=options.limit, continue_token=options.continue_token,
+                    revision=options.revision, predicate=predicate,
+                )
+            return await self.cacher.list_cached(prefix, predicate=predicate,
+                                                 min_revision=options.revision)
+        except TooOldResourceVersionError:
+            message = CONTINUE_EXPIRED if options.continue_token else LIST_RV_EXPIRED
+            raise status.gone(message) from None
         except StorageError as err:
             raise self._status(err) from None
 
-    # -- writes ---------------------------------------------------------------------------
+    async def watch(self, namespace: str, options: ListOptions) -> CacheWatcher:
+        """A watch with kube's rules: unset starts with the current state (consistent), "0"
+        with whatever state the cache has, N after revision N; sendInitialEvents=true is the
+        watch-list stream, closed by a bookmark marked k8s.io/initial-events-end."""
+        prefix = self.resource.list_prefix(namespace)
+        predicate = self.predicate(options)
+        rv, initial = options.resource_version, options.send_initial_events
+        bookmarks = options.allow_watch_bookmarks
+        try:
+            if initial is None and rv not in ("", "0"):
+                return await self.cacher.watch_cached(
+                    prefix, revision=options.revision, predicate=predicate, bookmarks=bookmarks)
+            if initial is False:
+                revision = options.revision or await self.cacher.current_revision()
+                await self.cacher.wait_fresh(revision)
+                return await self.cacher.watch_cached(
+                    prefix, revision=revision, predicate=predicate, bookmarks=bookmarks)
+            revision = options.revision if rv != "" else await self.cacher.current_revision()
+            return await self.cacher.watch_cached(
+                prefix, revision=revision, predicate=predicate, send_initial=True,
+                bookmarks=bookmarks, mark_initial_end=bool(initial),
+            )
+        except TooOldResourceVersionError:
+            raise
+        except StorageError as err:
+            raise self._status(err) from None
 
-    def _check_identity(self, obj: Object, namespace: str, name: str | None) -> dict[str, Any]:
-        """Body and URL must agree on kind, namespace and name (400 otherwise)."""
-        if not isinstance(obj, dict):
-            raise status.bad_request("the request body must be a JSON or YAML object")
-        kind, api_version = obj.get("kind"), obj.get("apiVersion")
-        if kind and kind != self.resource.kind:
-            raise status.bad_request(
-                f"the kind of the object ({kind}) does not match the kind of the request "
-                f"({self.resource.kind})"
-            )
-        if api_version and api_version != self.resource.api_version:
-            raise status.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API "
-                f"version ({self.resource.api_version})"
-            )
-        meta = obj.get("metadata")
-        if meta is None:
-            meta = obj["metadata"] = {}
-        if not isinstance(meta, dict):
-            raise status.bad_request("metadata must be an object")
-        if self.resource.namespaced:
-            body_ns = meta.get("namespace")
-            if body_ns and body_ns != namespace:
-                raise status.bad_request(
-                    "the namespace of the provided object does not match the namespace sent "
-                    "on the request"
-                )
-            meta["namespace"] = namespace
-        else:
-            meta.pop("namespace", None)
-        if name is not None and meta.get("name") and meta["name"] != name:
-            raise status.bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL "
-                f"({name})"
-            )
-        obj["kind"], obj["apiVersion"] = self.resource.kind, self.resource.api_version
-        return meta
+    # -- create ---------------------------------------------------------------------------
 
-    async def create(self, namespace: str, obj: Object, *, dry_run: bool = False) -> Object:
-        meta = self._check_identity(obj, namespace, None)
-        name = meta.get("name") or ""
-        if not name:
-            raise self._invalid("", [required("metadata.name", "name or generateName is required")])
-        causes = self.strategy.validate_name(name)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339()
-        meta["generation"] = 1
-        for field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
-            meta.pop(field, None)
-        self.strategy.prepare_for_create(obj)
-        causes += self.strategy.validate(obj)
-        if causes:
-            raise self._invalid(name, causes)
+    async def create(self, namespace: str, obj: Object, options: WriteOptions) -> Object:
+        meta = self.check_body(obj, namespace, None, options)
+        meta.pop("managedFields", None)  # ownership starts with this write
+        generated = bool(meta.get("generateName")) and not meta.get("name")
+        if generated:
+            meta["name"] = _generated_name(meta["generateName"])
+        self._prepare_create(obj)
+        fieldmanager.record_update(None, obj, self.resource.schema_ref, manager=options.manager,
+                                   api_version=self.resource.api_version)
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
-        if dry_run:
+        if options.dry_run:
             return obj
-        try:
-            return await self.cacher.create(self.resource.key(namespace, name), obj)
-        except StorageError as err:
-            raise self._status(err, name) from None
+        for attempt in range(_GENERATE_ATTEMPTS):
+            try:
+                return await self.cacher.create(self.resource.key(namespace, meta["name"]), obj)
+            except KeyExistsError as err:
+                if not generated or attempt == _GENERATE_ATTEMPTS - 1:
+                    raise self._status(err, meta["name"]) from None
+                meta["name"] = _generated_name(meta["generateName"])
+            except StorageError as err:
+                raise self._status(err, meta["name"]) from None
+        raise AssertionError("unreachable")
 
-    async def update(
-        self, namespace: str, name: str, obj: Object, *, dry_run: bool = False
-    ) -> tuple[Object, bool]:
-        """Replace the object; returns it and whether it was created (PUT may create)."""
-        meta = self._check_identity(obj, namespace, name)
+    def _prepare_create(self, obj: Object) -> None:
+        """System metadata, the strategy's defaults, and validation (422)."""
+        meta = obj["metadata"]
+        name = meta.get("name") or ""
+        if not name:
+            raise self._invalid("", [required("metadata.name",
+                                              "name or generateName is required")])
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
+                    "selfLink", "generation"):
+            meta.pop(key, None)
+        if self.strategy.has_generation:
+            meta["generation"] = 1
+        if self.strategy.has_status:
+            obj.pop("status", None)
+        self.strategy.prepare_for_create(obj)
+        causes = self.strategy.validate_name(name) + self.strategy.validate(obj)
+        if causes:
+            raise self._invalid(name, causes)
+
+    # -- update and patch -------------------------------------------------------------------
+
+    async def update(self, namespace: str, name: str, obj: Object,
+                     options: WriteOptions) -> tuple[Object, bool]:
+        """Replace the object (PUT); returns it and whether it was created."""
+        meta = self.check_body(obj, namespace, name, options)
         meta["name"] = name
-        wanted_rv = meta.get("resourceVersion") or ""
+
+        async def replace(current: Object | None) -> Object:
+            return copy.deepcopy(obj)
+
+        return await self._write(namespace, name, replace, options,
+                                 may_create=self.strategy.allow_create_on_update)
+
+    async def patch(self, namespace: str, name: str,
+                    mutate: Callable[[Object | None], Object], options: WriteOptions, *,
+                    may_create: bool = False) -> tuple[Object, bool]:
+        """Apply ``mutate`` to the current object (None when missing and ``may_create``)."""
+
+        async def patched(current: Object | None) -> Object:
+            new = mutate(copy.deepcopy(current) if current is not None else None)
+            meta = self.check_body(new, namespace, name, options)
+            meta["name"] = name
+            return new
+
+        return await self._write(namespace, name, patched, options, may_create=may_create)
+
+    async def _write(self, namespace: str, name: str,
+                     make: Callable[[Object | None], Awaitable[Object]],
+                     options: WriteOptions, *, may_create: bool) -> tuple[Object, bool]:
+        key = self.resource.key(namespace, name)
         created = False
 
-        async def apply(current: Object | None) -> Object:
+        async def update(current: Object | None) -> Object:
             nonlocal created
-            new = copy.deepcopy(obj)
+            new = await make(current)
             if current is None:
-                if not self.strategy.allow_create_on_update:
+                if not may_create:
                     raise status.not_found(self.resource.plural, name, self.resource.group)
                 created = True
-                return await self._prepare_create_via_update(namespace, new)
-            return self._prepare_update(new, current, wanted_rv)
+                return await self._create_on_write(namespace, new, options)
+            return self._prepare_update(new, current, options)
 
-        key = self.resource.key(namespace, name)
-        if dry_run:
-            try:
-                current = await self.cacher.get(key)
-            except StorageError:
-                current = None
-            return await apply(current), created
+        if options.dry_run:
+            return await self._dry_run_write(key, update), created
         try:
-            result = await self.cacher.guaranteed_update(
-                key, apply, ignore_not_found=self.strategy.allow_create_on_update
-            )
+            result = await self.cacher.guaranteed_update(key, update, ignore_not_found=may_create)
         except StorageError as err:
             raise self._status(err, name) from None
+        if _finished_deleting(self.strategy, result):
+            result = await self._remove_after_finalizers(key, result)
         return result, created
 
-    async def _prepare_create_via_update(self, namespace: str, new: Object) -> Object:
-        meta = new["metadata"]
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
-        meta.pop("resourceVersion", None)
-        self.strategy.prepare_for_create(new)
-        causes = self.strategy.validate_name(meta["name"]) + self.strategy.validate(new)
-        if causes:
-            raise self._invalid(meta["name"], causes)
+    async def _dry_run_write(self, key: str,
+                             update: Callable[[Object | None], Awaitable[Object]]) -> Object:
+        try:
+            current = await self.cacher.get(key)
+        except KeyNotFoundError:
+            current = None
+        except StorageError as err:
+            raise self._status(err) from None
+        return await update(current)
+
+    async def _create_on_write(self, namespace: str, new: Object,
+                               options: WriteOptions) -> Object:
+        self._prepare_create(new)
+        if not options.apply:
+            fieldmanager.record_update(None, new, self.resource.schema_ref,
+                                       manager=options.manager,
+                                       api_version=self.resource.api_version)
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
         return new
 
-    def _prepare_update(self, new: Object, current: Object, wanted_rv: str) -> Object:
+    def _prepare_update(self, new: Object, current: Object, options: WriteOptions) -> Object:
         cur_meta, meta = current["metadata"], new["metadata"]
         name = cur_meta["name"]
-        if wanted_rv and wanted_rv != cur_meta.get("resourceVersion"):
+        wanted = meta.get("resourceVersion") or ""
+        if wanted and wanted != cur_meta.get("resourceVersion"):
             raise status.conflict(self.resource.plural, name, CONFLICT_MESSAGE,
                                   self.resource.group)
-        if not wanted_rv and not self.strategy.allow_unconditional_update:
+        if not wanted and not self.strategy.allow_unconditional_update:
             raise self._invalid(name, [required("metadata.resourceVersion",
                                                 "must be specified for an update")])
-        for field in ("uid", "creationTimestamp", "deletionTimestamp",
-                      "deletionGracePeriodSeconds", "generation"):
-            if field in cur_meta:
-                meta[field] = cur_meta[field]
+        if options.subresource:
+            new = self.strategy.subresource_update(options.subresource, new, current)
+            meta = new["metadata"]
+        elif self.strategy.has_status:
+            new["status"] = copy.deepcopy(current.get("status"))
+            if new["status"] is None:
+                del new["status"]
+        for key in ("uid", "creationTimestamp", "deletionTimestamp",
+                    "deletionGracePeriodSeconds", "generation", "resourceVersion"):
+            if key in cur_meta:
+                meta[key] = cur_meta[key]
             else:
-                meta.pop(field, None)
-        meta["resourceVersion"] = cur_meta.get("resourceVersion")
-        self.strategy.prepare_for_update(new, current)
-        if _spec_changed(new, current):
+                meta.pop(key, None)
+        if not options.subresource:
+            self.strategy.prepare_for_update(new, current)
+        if self.strategy.has_generation and _spec_changed(new, current):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1
         causes = self.strategy.validate_update(new, current)
         if causes:
             raise self._invalid(name, causes)
+        if not options.apply:
+            fieldmanager.record_update(current, new, self.resource.schema_ref,
+                                       manager=options.manager,
+                                       api_version=self.resource.api_version,
+                                       subresource=options.subresource)
         return new
 
-    async def delete(
-        self, namespace: str, name: str, *, preconditions: Preconditions | None = None,
-        dry_run: bool = False,
-    ) -> Object:
+    # -- delete ---------------------------------------------------------------------------
+
+    async def delete(self, namespace: str, name: str, options: DeleteOptions,
+                     write: WriteOptions) -> tuple[Object, bool]:
+        """Delete, or start deleting (finalizers pending); returns the object and whether it
+        left storage."""
         key = self.resource.key(namespace, name)
         try:
-            if dry_run:
-                current = await self.cacher.get(key)
-                if preconditions is not None:
-                    preconditions.check(key, current)
-                return current
-            return await self.cacher.delete(key, preconditions=preconditions)
+            current = await self.cacher.get(key)
+            if options.preconditions is not None:
+                options.preconditions.check(key, current)
         except StorageError as err:
             raise self._status(err, name) from None
+        self.strategy.validate_delete(current)
+        pending = self.strategy.pending_finalizers(current)
+        if write.dry_run:
+            return current, not pending
+        if pending:
+            return await self._mark_deleting(key, name, options), False
+        try:
+            deleted = await self.cacher.delete(key, preconditions=options.preconditions)
+        except StorageError as err:
+            raise self._status(err, name) from None
+        return deleted, True
+
+    async def _mark_deleting(self, key: str, name: str, options: DeleteOptions) -> Object:
+        """Set deletionTimestamp; the object stays until its finalizers are gone."""
+
+        async def mark(current: Object | None) -> Object:
+            assert current is not None
+            new = copy.deepcopy(current)
+            meta = new["metadata"]
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = now_rfc3339()
+                meta["deletionGracePeriodSeconds"] = options.grace_period_seconds or 0
+                self.strategy.begin_deletion(new)
+            return new
+
+        try:
+            result = await self.cacher.guaranteed_update(key, mark,
+                                                         preconditions=options.preconditions)
+        except StorageError as err:
+            raise self._status(err, name) from None
+        if _finished_deleting(self.strategy, result):
+            result = await self._remove_after_finalizers(key, result)
+        return result
+
+    async def _remove_after_finalizers(self, key: str, obj: Object) -> Object:
+        """The last finalizer went while deletion was pending: now it goes."""
+        meta = obj["metadata"]
+        precondition = Preconditions(uid=meta.get("uid"),
+                                     resource_version=meta.get("resourceVersion"))
+        try:
+            return await self.cacher.delete(key, preconditions=precondition)
+        except StorageError:
+            return obj  # someone changed it in between; their write decides
+
+    async def delete_collection(self, namespace: str, list_options: ListOptions,
+                                options: DeleteOptions, write: WriteOptions) -> list[Object]:
+        listed = await self.list(namespace, ListOptions(
+            label_selector=list_options.label_selector,
+            field_selector=list_options.field_selector, resource_version="0"))
+        deleted = []
+        for obj in listed.items:
+            meta = obj["metadata"]
+            try:
+                result, _ = await self.delete(meta.get("namespace", ""), meta["name"], options,
+                                              write)
+            except status.StatusError as err:
+                if err.code == 404:
+                    continue
+                raise
+            deleted.append(result)
+        return deleted
+
+
+def _generated_name(base: str) -> str:
+    suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(_GENERATED_SUFFIX))
+    return base[:_MAX_GENERATED_BASE] + suffix
+
+
+def _finished_deleting(strategy: Any, obj: Object) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp")) and not \
+        strategy.pending_finalizers(obj)
 
 
 def _spec_changed(new: Object, old: Object) -> bool:

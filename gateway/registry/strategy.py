@@ -1,11 +1,14 @@
-"""Per-resource behaviour plugged into the generic REST store (kube's RESTCreateStrategy...).
+"""Per-resource behaviour plugged into the generic REST store (kube's RESTCreateStrategy,
+RESTUpdateStrategy, RESTDeleteStrategy...).
 
 The base class is what most resources need: names are DNS-1123 subdomains, nothing is
-defaulted, anything may change on update. A resource overrides only what differs.
+defaulted, anything but metadata may change on update, no generation, no status subresource.
+A resource overrides only what differs.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from gateway.endpoints.status import Cause
@@ -21,12 +24,18 @@ class Strategy:
     allow_create_on_update: bool = False
     #: PUT without metadata.resourceVersion overwrites whatever is stored.
     allow_unconditional_update: bool = True
+    #: The object has a status that only the status subresource changes.
+    has_status: bool = False
+    #: metadata.generation is kept and bumped when anything but metadata and status changes.
+    has_generation: bool = False
+    #: Field selector labels beyond metadata.name / metadata.namespace.
+    selectable_fields: tuple[str, ...] = ()
 
     def prepare_for_create(self, obj: Object) -> None:
         """Reset what a client may not set on create (e.g. status); default anything missing."""
 
     def prepare_for_update(self, new: Object, old: Object) -> None:
-        """Carry over what an update may not change (e.g. status on the main resource)."""
+        """Carry over what an update may not change."""
 
     def validate(self, obj: Object) -> list[Cause]:
         """Causes that make ``obj`` invalid on create (422)."""
@@ -38,3 +47,30 @@ class Strategy:
 
     def validate_name(self, name: str) -> list[Cause]:
         return name_causes(name, label=self.name_is_label)
+
+    def field_set(self, obj: Object) -> dict[str, str]:
+        """Values of ``selectable_fields`` for ``obj``."""
+        return {}
+
+    def validate_delete(self, obj: Object) -> None:
+        """Raise a StatusError when ``obj`` may not be deleted at all."""
+
+    def pending_finalizers(self, obj: Object) -> list[str]:
+        """What must be cleared before the object may leave storage."""
+        return list(obj.get("metadata", {}).get("finalizers") or [])
+
+    def begin_deletion(self, obj: Object) -> None:
+        """The object was asked to go but must wait for its finalizers (namespaces:
+        Terminating)."""
+
+    def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
+        """What a write to a subresource makes of the object: by default (status) the old
+        object with the new status, and nothing else changed."""
+        result = copy.deepcopy(old)
+        if "status" in new:
+            result["status"] = new["status"]
+        else:
+            result.pop("status", None)
+        if "managedFields" in new.get("metadata", {}):
+            result["metadata"]["managedFields"] = new["metadata"]["managedFields"]
+        return result

@@ -1,10 +1,11 @@
 """The gateway assembled: store, watch caches, the server chain, health, and start-up work.
 
 The server chain is kube-apiserver's: aggregator -> kube core -> apiextensions -> 404. The
-aggregator, outermost, also owns the non-resource paths every client expects (/healthz, /livez,
-/readyz, /version). Start-up work that needs the store (watch caches, system namespaces) runs
-as post-start hooks once the store answers, each with its readiness check, so the gateway
-listens at once and reports what it is still waiting for.
+aggregator, outermost, also owns the non-resource paths every client expects: health, /version,
+/metrics, discovery merged over every server (/api, /apis, /apis/<group>[/<version>]) and the
+OpenAPI documents. Start-up work that needs the store (watch caches, system namespaces,
+controllers) runs as post-start hooks once the store answers, each with its readiness check, so
+the gateway listens at once and reports what it is still waiting for.
 """
 
 from __future__ import annotations
@@ -16,14 +17,20 @@ from aiohttp import web
 
 from gateway.apis.core.namespaces import SYSTEM_NAMESPACES
 from gateway.apis.install import install_kube_core
+from gateway.controllers.events import EventReaper
+from gateway.controllers.namespaces import NamespaceController
 from gateway.endpoints import status
 from gateway.endpoints.handlers import json_response
 from gateway.options import ServeOptions
-from gateway.registry.store import RESTStore
+from gateway.registry.resource import ResourceDef
+from gateway.registry.store import WriteOptions
+from gateway.server.discovery import Discovery, GroupVersions
 from gateway.server.filters.draining import InFlightRequests
 from gateway.server.genericapiserver import GenericAPIServer, Handler
 from gateway.server.handler_chain import build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
+from gateway.server.metrics import Metrics, StorageTimer
+from gateway.server.openapi import OpenAPI
 from gateway.storage.factory import StorageFactory, new_storage, wait_until_reachable
 from gateway.version import version_info
 
@@ -31,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 SYSTEM_NAMESPACES_HOOK = "poststarthook/start-system-namespaces-controller"
 CACHES_HOOK = "poststarthook/start-watch-caches"
+CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
 
 
 class Gateway:
@@ -38,21 +46,26 @@ class Gateway:
 
     def __init__(self, options: ServeOptions) -> None:
         self.options = options
-        self.storage = new_storage(options)
+        self.metrics = Metrics()
+        self.storage = StorageTimer(self.metrics).wrap(new_storage(options))
         self.factory = StorageFactory(self.storage)
+        self.stopping = asyncio.Event()
         self.shutting_down = FlagCheck("shutdown", True, "the gateway is shutting down")
-        self.hooks = {
-            name: FlagCheck(name, False, "not finished")
-            for name in (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK)
-        }
-        self._post_start: asyncio.Task[None] | None = None
+        self.hooks = {name: FlagCheck(name, False, "not finished")
+                      for name in (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, CONTROLLERS_HOOK)}
+        self._tasks: list[asyncio.Task[None]] = []
         self.apiextensions = GenericAPIServer("apiextensions-apiserver")
         self.kube = GenericAPIServer("kube-apiserver", self.apiextensions.handle)
         self.aggregator = GenericAPIServer("kube-aggregator", self.kube.handle)
-        self.namespaces: RESTStore = install_kube_core(self.kube, self.factory)
+        self.core = install_kube_core(self.kube, self.factory,
+                                      min_request_timeout=options.min_request_timeout,
+                                      stopping=self.stopping)
+        self.discovery = Discovery(self.api_groups)
+        self.openapi = OpenAPI(self.api_resources)
         self._install_non_resource_paths()
         self.in_flight = InFlightRequests()
-        self.handler: Handler = build_handler_chain(self.aggregator.handle, self.in_flight)
+        self.handler: Handler = build_handler_chain(self.aggregator.handle, self.in_flight,
+                                                    self.metrics)
 
     @property
     def storage_description(self) -> str:
@@ -60,7 +73,23 @@ class Gateway:
             return "etcd " + ",".join(self.options.etcd_servers)
         return f"sqlite {self.options.state_db}"
 
-    # -- health ---------------------------------------------------------------------------
+    def servers(self) -> list[GenericAPIServer]:
+        return [self.aggregator, self.kube, self.apiextensions]
+
+    def api_groups(self) -> list[GroupVersions]:
+        """Every group every server serves, merged by name, in installation order."""
+        merged: dict[str, GroupVersions] = {}
+        for server in self.servers():
+            for name, group in server.groups.items():
+                target = merged.setdefault(name, GroupVersions(name))
+                for version, resources in group.versions.items():
+                    target.versions.setdefault(version, []).extend(resources)
+        return list(merged.values())
+
+    def api_resources(self) -> list[ResourceDef]:
+        return [r for server in self.servers() for r in server.api_resources]
+
+    # -- non-resource paths -----------------------------------------------------------------
 
     async def _check_storage(self) -> None:
         await asyncio.wait_for(self.storage.check_health(), 2.0)
@@ -74,15 +103,23 @@ class Gateway:
         hooks = [hook.check() for hook in self.hooks.values()]
         common = [ping_check(), storage, *hooks]
         readyz = [
-            ping_check(),
-            storage,
-            HealthCheck("etcd-readiness", self._check_storage),
-            HealthCheck("informer-sync", self._check_caches),
-            *hooks,
+            ping_check(), storage, HealthCheck("etcd-readiness", self._check_storage),
+            HealthCheck("informer-sync", self._check_caches), *hooks,
             self.shutting_down.check(),
         ]
-        self.aggregator.add_paths(health_routes(common, common, readyz))
-        self.aggregator.add_path("/version", self._version)
+        agg = self.aggregator
+        agg.add_paths(health_routes(common, common, readyz))
+        agg.add_paths({
+            "/version": self._version,
+            "/metrics": self.metrics.handle,
+            "/api": self.discovery.api,
+            "/apis": self.discovery.apis,
+            "/api/v1": self.discovery.group_path,
+            "/openapi/v2": self.openapi.v2,
+            "/openapi/v3": self.openapi.v3_index,
+        })
+        agg.add_prefix("/apis/", self.discovery.group_path)
+        agg.add_prefix("/openapi/v3/", self.openapi.v3_group_version)
 
     async def _version(self, request: web.BaseRequest) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
@@ -94,14 +131,19 @@ class Gateway:
     async def start(self) -> None:
         """Open the store (raises if it cannot be used) and begin the post-start hooks."""
         await self.storage.start()
-        self._post_start = asyncio.get_running_loop().create_task(self._run_post_start_hooks())
+        self._tasks.append(asyncio.get_running_loop().create_task(self._post_start()))
 
-    async def _run_post_start_hooks(self) -> None:
+    async def _post_start(self) -> None:
         await wait_until_reachable(self.storage, describe=self.storage_description)
         await self.factory.start_caches()
         self.hooks[CACHES_HOOK].set(True)
         await self._ensure_system_namespaces()
         self.hooks[SYSTEM_NAMESPACES_HOOK].set(True)
+        loop = asyncio.get_running_loop()
+        controller = NamespaceController(self.core.namespaces, self.core.namespaced)
+        reaper = EventReaper(self.core.store("events"), self.options.event_ttl)
+        self._tasks += [loop.create_task(controller.run()), loop.create_task(reaper.run())]
+        self.hooks[CONTROLLERS_HOOK].set(True)
         log.info("gateway ready", storage=self.storage_description)
 
     async def _ensure_system_namespaces(self) -> None:
@@ -110,14 +152,9 @@ class Gateway:
         for name in SYSTEM_NAMESPACES:
             while True:
                 try:
-                    await self.namespaces.get("", name)
-                    break
-                except status.StatusError as err:
-                    if err.code != 404 and err.code < 500:
-                        raise
-                try:
                     obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-                    await self.namespaces.create("", obj)
+                    await self.core.namespaces.create("", obj, WriteOptions(
+                        manager="kube-apiserver"))
                     log.info("created system namespace", namespace=name)
                     break
                 except status.StatusError as err:
@@ -129,12 +166,13 @@ class Gateway:
                     delay = min(delay * 2, 5.0)
 
     def begin_shutdown(self) -> None:
-        """From now on /readyz fails, so load balancers stop sending new requests."""
+        """From now on /readyz fails, and open watches end."""
         self.shutting_down.set(False)
+        self.stopping.set()
 
     async def stop(self) -> None:
-        if self._post_start is not None:
-            self._post_start.cancel()
-            await asyncio.gather(self._post_start, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.factory.close()
         await self.storage.close()

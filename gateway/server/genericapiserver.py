@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from gateway.endpoints import status
+from gateway.registry.resource import ResourceDef
+from gateway.server.discovery import GroupVersions
 from gateway.server.requestinfo import RequestInfo
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
@@ -39,7 +41,10 @@ class GenericAPIServer:
         self.name = name
         self.delegate = delegate
         self.paths: dict[str, Handler] = {}
+        self.prefixes: list[tuple[str, Handler]] = []
         self.resources: dict[tuple[str, str, str], ResourceHandler] = {}
+        #: What this server serves, for discovery and OpenAPI, in installation order.
+        self.groups: dict[str, GroupVersions] = {}
 
     def add_path(self, path: str, handler: Handler) -> None:
         """Serve the non-resource ``path`` (exactly; no prefix matching)."""
@@ -47,6 +52,20 @@ class GenericAPIServer:
 
     def add_paths(self, routes: dict[str, Handler]) -> None:
         self.paths.update(routes)
+
+    def add_prefix(self, prefix: str, handler: Handler) -> None:
+        """Serve every non-resource path under ``prefix`` (few: tried after exact paths)."""
+        self.prefixes.append((prefix, handler))
+
+    def install_api(self, resource: ResourceDef, handler: ResourceHandler) -> None:
+        """Serve ``resource`` and list it in discovery."""
+        self.install_resource(resource.group, resource.version, resource.plural, handler)
+        group = self.groups.setdefault(resource.group, GroupVersions(resource.group))
+        group.versions.setdefault(resource.version, []).append(resource)
+
+    @property
+    def api_resources(self) -> list[ResourceDef]:
+        return [r for g in self.groups.values() for rs in g.versions.values() for r in rs]
 
     def install_resource(
         self, group: str, version: str, resource: str, handler: ResourceHandler
@@ -70,4 +89,7 @@ class GenericAPIServer:
             handler = self.paths.get(request.path)
             if handler is not None:
                 return await handler(request)
+            for prefix, prefixed in self.prefixes:
+                if request.path.startswith(prefix):
+                    return await prefixed(request)
         return await self.delegate(request)

@@ -354,12 +354,14 @@ class Cacher:
         predicate: Predicate | None = None,
         send_initial: bool = False,
         bookmarks: bool = False,
+        mark_initial_end: bool = False,
     ) -> CacheWatcher:
         """Watch events under ``prefix``.
 
         ``send_initial``: first an ADDED for every current object (as of ``revision`` or
-        later), then, when ``bookmarks``, a BOOKMARK marked initial_events_end. Otherwise
-        ``revision`` None starts from now and N replays the window's events after N.
+        later), then, when ``mark_initial_end`` and ``bookmarks``, a BOOKMARK marked
+        initial_events_end (watch-list). Otherwise ``revision`` None starts from now and N
+        replays the window's events after N.
         """
         if revision is not None and revision > 0:
             if not send_initial and revision < self.oldest:
@@ -369,7 +371,7 @@ class Cacher:
             await self.wait_ready(self.fresh_timeout)
         if send_initial:
             initial = self._initial_state(prefix, predicate)
-            if bookmarks:
+            if bookmarks and mark_initial_end:
                 initial.append(
                     WatchEvent(EventType.BOOKMARK, "", None, self.revision, initial_events_end=True)
                 )

@@ -129,7 +129,8 @@ async def test_initial_events_then_the_end_bookmark_then_live_events(sqlite_stor
     created = await create_many(sqlite_store, ["a", "b", "c"])
     cacher = await started(sqlite_store)
     try:
-        watch = await cacher.watch_cached(P, revision=0, send_initial=True, bookmarks=True)
+        watch = await cacher.watch_cached(P, revision=0, send_initial=True, bookmarks=True,
+                                          mark_initial_end=True)
         first = [await anext(watch) for _ in range(4)]
         assert [(e.type, e.key) for e in first[:3]] == [
             (EventType.ADDED, key("a")),

@@ -1,37 +1,68 @@
-"""core/v1 namespaces: DNS-1123 label names, phase Active on create, and the lifecycle check
-that every namespaced create goes through (missing namespace 404, terminating 403)."""
+"""core/v1 namespaces: DNS-1123 label names, phase Active on create, Terminating on delete, and
+the lifecycle check every namespaced create goes through (missing namespace 404, terminating
+namespace 403)."""
 
 from __future__ import annotations
+
+import copy
 
 from gateway.endpoints import status
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore
 from gateway.registry.strategy import Object, Strategy
+from gateway.registry.tables import AGE, NAME, Column
 
-#: Created at start and never deletable, as in kube-apiserver.
+#: Created at start, as kube-apiserver does.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: Never deletable.
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+FINALIZER = "kubernetes"
 
 
 class NamespaceStrategy(Strategy):
     name_is_label = True
+    has_status = True
+    selectable_fields = ("status.phase",)
 
     def prepare_for_create(self, obj: Object) -> None:
         obj["status"] = {"phase": "Active"}
         spec = obj.setdefault("spec", {})
         finalizers = spec.get("finalizers") or []
-        if "kubernetes" not in finalizers:
-            spec["finalizers"] = [*finalizers, "kubernetes"]
+        if FINALIZER not in finalizers:
+            spec["finalizers"] = [*finalizers, FINALIZER]
 
     def prepare_for_update(self, new: Object, old: Object) -> None:
-        # spec.finalizers changes go through the finalize subresource; status through /status
-        new["spec"] = old.get("spec", {})
-        new["status"] = old.get("status", {})
+        # spec.finalizers change only through the finalize subresource
+        new["spec"] = copy.deepcopy(old.get("spec", {}))
+
+    def field_set(self, obj: Object) -> dict[str, str]:
+        return {"status.phase": (obj.get("status") or {}).get("phase", "")}
+
+    def pending_finalizers(self, obj: Object) -> list[str]:
+        return super().pending_finalizers(obj) + list(
+            (obj.get("spec") or {}).get("finalizers") or [])
+
+    def begin_deletion(self, obj: Object) -> None:
+        obj.setdefault("status", {})["phase"] = "Terminating"
+
+    def validate_delete(self, obj: Object) -> None:
+        forbid_immortal(obj.get("metadata", {}).get("name", ""))
+
+    def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
+        if subresource != "finalize":
+            return super().subresource_update(subresource, new, old)
+        result = copy.deepcopy(old)
+        result.setdefault("spec", {})["finalizers"] = (new.get("spec") or {}).get(
+            "finalizers") or []
+        return result
 
 
 NAMESPACES = ResourceDef(
     group="", version="v1", kind="Namespace", plural="namespaces", singular="namespace",
     namespaced=False, strategy=NamespaceStrategy(), short_names=("ns",),
+    columns=(NAME, Column("Status", "string", "The phase of the namespace.",
+                          lambda o: (o.get("status") or {}).get("phase", "")), AGE),
+    schema="io.k8s.api.core.v1.Namespace", subresources=("status", "finalize"),
 )
 
 
@@ -57,3 +88,11 @@ def namespace_lifecycle(namespaces: RESTStore, resource: str, group: str = ""):
             )
 
     return check
+
+
+def forbid_immortal(name: str) -> None:
+    if name in IMMORTAL_NAMESPACES:
+        raise status.StatusError(
+            403, "Forbidden",
+            f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+            name=name, kind="namespaces")

@@ -1,0 +1,1 @@
+"""Background loops that keep objects in the state the API promises (kube's controllers)."""

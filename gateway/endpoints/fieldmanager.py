@@ -1,0 +1,364 @@
+"""Field ownership: metadata.managedFields, and server-side apply (kube's fieldmanager).
+
+Every write records which manager set which fields. An Update (create, PUT, patch) gives its
+manager the fields it changed and takes them from the others. An Apply gives its manager
+exactly the fields of the applied configuration; it fails with a conflict when it would change
+a field another manager owns (unless forced, which takes the field over), removes fields this
+manager applied before and no longer applies (unless someone else owns them too), and merges
+the rest into the object: lists of type map by their keys, sets by value, everything else as a
+whole.
+
+Field sets are kept as kube writes them (FieldsV1): ``{"f:data": {".": {}, "f:key": {}}}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.endpoints import status
+from gateway.schema.walk import (
+    is_atomic,
+    is_map,
+    items_schema,
+    list_type,
+    property_schema,
+    resolve,
+)
+
+Object = dict[str, Any]
+Path = tuple[str, ...]
+MEMBER = object()  # a container that is owned as such: FieldsV1's "."
+
+#: Fields nobody manages: identity and what the server sets.
+IGNORED_METADATA = frozenset({"name", "namespace", "uid", "resourceVersion", "generation",
+                              "creationTimestamp", "deletionTimestamp", "managedFields",
+                              "selfLink", "deletionGracePeriodSeconds"})
+
+
+# -- field sets -------------------------------------------------------------------------------
+
+
+def _key_of(element: Any, keys: list[str]) -> str:
+    fields = {k: element.get(k) for k in keys if isinstance(element, dict) and k in element}
+    return "k:" + json.dumps(fields, separators=(",", ":"), sort_keys=True)
+
+
+def _value_key(value: Any) -> str:
+    return "v:" + json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def flatten(obj: Object, schema: dict, *, skip_status: bool = False) -> dict[Path, Any]:
+    """Every managed path of ``obj`` and its value (MEMBER for containers owned as such)."""
+    out: dict[Path, Any] = {}
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind") or (skip_status and key == "status"):
+            continue
+        sub = property_schema(schema, key) or {}
+        if key == "metadata" and isinstance(value, dict):
+            meta = {k: v for k, v in value.items() if k not in IGNORED_METADATA}
+            _flatten(meta, sub, ("f:metadata",), out, struct=True)
+            continue
+        _flatten_field(value, sub, ("f:" + key,), out)
+    return out
+
+
+def _flatten_field(value: Any, schema: dict, path: Path, out: dict[Path, Any]) -> None:
+    if value is None or is_atomic(schema) or not value:
+        out[path] = value
+        return
+    resolved = resolve(schema)
+    if resolved.get("type") == "array":
+        out[path] = MEMBER
+        _flatten_list(value, resolved, path, out)
+    elif is_map(resolved):
+        out[path] = MEMBER
+        _flatten(value, resolved, path, out, struct=False)
+    else:
+        _flatten(value, resolved, path, out, struct=True)
+
+
+def _flatten(value: dict, schema: dict, path: Path, out: dict[Path, Any], *,
+             struct: bool) -> None:
+    if not isinstance(value, dict):
+        out[path] = value
+        return
+    for key, item in value.items():
+        _flatten_field(item, property_schema(schema, key) or {}, (*path, "f:" + key), out)
+
+
+def _flatten_list(value: list, schema: dict, path: Path, out: dict[Path, Any]) -> None:
+    kind, items = list_type(schema), items_schema(schema) or {}
+    keys = resolve(schema).get("x-kubernetes-list-map-keys", [])
+    for element in value:
+        if kind == "set":
+            out[(*path, _value_key(element))] = element
+        elif isinstance(element, dict):
+            element_path = (*path, _key_of(element, keys))
+            out[element_path] = MEMBER
+            _flatten(element, resolve(items), element_path, out, struct=True)
+
+
+def to_fields_v1(paths: set[Path]) -> Object:
+    """A set of paths in FieldsV1's nested form."""
+    tree: Object = {}
+    for path in sorted(paths):
+        node = tree
+        for part in path:
+            node = node.setdefault(part, {})
+    # a member with children carries "."; a leaf is {}
+    return _clean(tree, paths, ())
+
+
+def _clean(node: Object, paths: set[Path], prefix: Path) -> Object:
+    out: Object = {}
+    for key, child in node.items():
+        if key == ".":
+            continue
+        path = (*prefix, key)
+        cleaned = _clean(child, paths, path)
+        if path in paths and cleaned:
+            cleaned = {".": {}, **cleaned}
+        out[key] = cleaned
+    return out
+
+
+def from_fields_v1(tree: Any, prefix: Path = ()) -> set[Path]:
+    paths: set[Path] = set()
+    if not isinstance(tree, dict):
+        return paths
+    for key, child in tree.items():
+        if key == ".":
+            paths.add(prefix)
+            continue
+        path = (*prefix, key)
+        if not child:
+            paths.add(path)
+        else:
+            paths |= from_fields_v1(child, path)
+    return paths
+
+
+# -- managedFields entries ---------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Entries:
+    """An object's managedFields as (manager, operation, subresource) -> (apiVersion, paths)."""
+
+    def __init__(self, managed: list[Object] | None) -> None:
+        self.entries: dict[tuple[str, str, str], tuple[str, set[Path], str]] = {}
+        for entry in managed or []:
+            key = (entry.get("manager", ""), entry.get("operation", "Update"),
+                   entry.get("subresource", ""))
+            paths = from_fields_v1(entry.get("fieldsV1") or {})
+            self.entries[key] = (entry.get("apiVersion", ""), paths, entry.get("time", ""))
+
+    def owners(self, path: Path, *, excluding: tuple[str, str, str]) -> list[Object]:
+        return [{"manager": key[0], "apiVersion": value[0]}
+                for key, value in self.entries.items()
+                if key != excluding and path in value[1]]
+
+    def set(self, key: tuple[str, str, str], api_version: str, paths: set[Path]) -> None:
+        self.entries[key] = (api_version, paths, _now())
+
+    def take(self, paths: set[Path], *, keep: tuple[str, str, str]) -> None:
+        """Remove ``paths`` from every entry but ``keep``."""
+        for key, (version, owned, stamp) in list(self.entries.items()):
+            if key != keep and owned & paths:
+                self.entries[key] = (version, owned - paths, stamp)
+
+    def forget(self, paths: set[Path]) -> None:
+        """Fields that no longer exist are owned by nobody."""
+        self.take(paths, keep=("", "", "\0"))
+
+    def to_list(self) -> list[Object]:
+        out = []
+        for (manager, operation, subresource), (version, paths, stamp) in self.entries.items():
+            if not paths:
+                continue
+            entry: Object = {"manager": manager, "operation": operation, "apiVersion": version,
+                             "time": stamp or _now(), "fieldsType": "FieldsV1",
+                             "fieldsV1": to_fields_v1(paths)}
+            if subresource:
+                entry["subresource"] = subresource
+            out.append(entry)
+        return out
+
+
+# -- Update -------------------------------------------------------------------------------------
+
+
+def record_update(old: Object | None, new: Object, schema: dict, *, manager: str,
+                  api_version: str, subresource: str = "") -> None:
+    """Give ``manager`` the fields this write changed; write new.metadata.managedFields."""
+    meta = new.setdefault("metadata", {})
+    given = meta.get("managedFields")
+    previous = (old or {}).get("metadata", {}).get("managedFields")
+    entries = Entries(previous if given is None else given)
+    skip_status = subresource != "status" and _has_status(schema)
+    old_flat = flatten(old, schema, skip_status=skip_status) if old else {}
+    new_flat = flatten(new, schema, skip_status=skip_status)
+    if subresource == "status":
+        old_flat = {p: v for p, v in old_flat.items() if p[0] == "f:status"}
+        new_flat = {p: v for p, v in new_flat.items() if p[0] == "f:status"}
+    changed = {p for p, v in new_flat.items() if p not in old_flat or old_flat[p] != v}
+    entries.forget(set(old_flat) - set(new_flat))
+    key = (manager, "Update", subresource)
+    if changed:
+        entries.take(changed, keep=key)
+        owned = entries.entries.get(key, ("", set(), ""))[1]
+        entries.set(key, api_version, (owned & set(new_flat)) | changed)
+    meta["managedFields"] = entries.to_list()
+    if not meta["managedFields"]:
+        del meta["managedFields"]
+
+
+def _has_status(schema: dict) -> bool:
+    return property_schema(schema, "status") is not None
+
+
+# -- Apply --------------------------------------------------------------------------------------
+
+
+def apply(current: Object | None, applied: Object, schema: dict, *, manager: str,
+          api_version: str, force: bool, subresource: str = "") -> Object:
+    """The object after ``manager`` applies ``applied`` (409 on conflicts unless forced)."""
+    base = copy.deepcopy(current) if current is not None else {
+        "apiVersion": applied.get("apiVersion"), "kind": applied.get("kind"),
+        "metadata": {k: v for k, v in (applied.get("metadata") or {}).items()
+                     if k in ("name", "namespace")},
+    }
+    entries = Entries(base.get("metadata", {}).get("managedFields"))
+    key = (manager, "Apply", subresource)
+    skip_status = subresource != "status" and _has_status(schema)
+    applied_flat = flatten(applied, schema, skip_status=skip_status)
+    current_flat = flatten(base, schema, skip_status=skip_status) if current else {}
+    _check_conflicts(applied_flat, current_flat, entries, key, force)
+    previously = entries.entries.get(key, ("", set(), ""))[1]
+    others = set().union(*(paths for k, (_, paths, _) in entries.entries.items() if k != key))
+    result = _merge(base, applied, schema)
+    for path in sorted(previously - set(applied_flat) - others, key=len, reverse=True):
+        _remove(result, path, schema)
+    if force:
+        entries.take(set(applied_flat), keep=key)
+    entries.set(key, api_version, set(applied_flat))
+    result_flat = flatten(result, schema, skip_status=skip_status)
+    entries.forget(set(current_flat) - set(result_flat))
+    result.setdefault("metadata", {})["managedFields"] = entries.to_list()
+    return result
+
+
+def _check_conflicts(applied: dict[Path, Any], current: dict[Path, Any], entries: Entries,
+                     key: tuple[str, str, str], force: bool) -> None:
+    if force:
+        return
+    conflicts = []
+    for path, value in applied.items():
+        if path not in current or current[path] == value or value is MEMBER:
+            continue
+        for owner in entries.owners(path, excluding=key):
+            conflicts.append((owner, path))
+    if conflicts:
+        raise conflict_error(conflicts)
+
+
+def field_path_string(path: Path) -> str:
+    """A path as kube prints it in conflicts: .spec.ports[port=80,protocol="TCP"].name"""
+    out = ""
+    for part in path:
+        kind, _, rest = part.partition(":")
+        if kind == "f":
+            out += "." + rest
+        elif kind == "k":
+            keys = json.loads(rest)
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]"
+        elif kind == "v":
+            out += f"[={rest}]"
+    return out
+
+
+def conflict_error(conflicts: list[tuple[Object, Path]]) -> status.StatusError:
+    lines = [f'conflict with "{o["manager"]}" using {o["apiVersion"]}: '
+             f'{field_path_string(p)}' for o, p in conflicts]
+    count = len(conflicts)
+    noun = "conflict" if count == 1 else "conflicts"
+    message = (f"Apply failed with {count} {noun}: " + lines[0] if count == 1
+               else f"Apply failed with {count} {noun}: " + "\n".join(lines))
+    causes = [status.Cause("FieldManagerConflict",
+                           f'conflict with "{o["manager"]}" using {o["apiVersion"]}',
+                           field_path_string(p)) for o, p in conflicts]
+    return status.StatusError(409, "Conflict", message, causes=causes)
+
+
+def _merge(current: Any, applied: Any, schema: dict) -> Any:
+    """``applied`` merged into ``current`` along the schema."""
+    if not isinstance(applied, dict) or not isinstance(current, dict) or is_atomic(schema):
+        if isinstance(applied, list) and isinstance(current, list) and not is_atomic(schema):
+            return _merge_list(current, applied, schema)
+        return copy.deepcopy(applied)
+    result = dict(current)
+    for key, value in applied.items():
+        sub = property_schema(schema, key) or {}
+        if key == "metadata" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in ("managedFields",)}
+        result[key] = _merge(current.get(key), value, sub) if key in current else \
+            copy.deepcopy(value)
+    return result
+
+
+def _merge_list(current: list, applied: list, schema: dict) -> list:
+    kind = list_type(schema)
+    if kind == "set":
+        return current + [v for v in applied if v not in current]
+    keys = resolve(schema).get("x-kubernetes-list-map-keys", [])
+    items = items_schema(schema) or {}
+    by_key = {_key_of(e, keys): i for i, e in enumerate(current) if isinstance(e, dict)}
+    result = list(current)
+    for element in applied:
+        index = by_key.get(_key_of(element, keys))
+        if index is None:
+            result.append(copy.deepcopy(element))
+        else:
+            result[index] = _merge(result[index], element, items)
+    return result
+
+
+def _remove(obj: Any, path: Path, schema: dict) -> None:
+    """Delete ``path`` from ``obj`` (a container only once it is empty)."""
+    parent, node_schema = obj, schema
+    for part in path[:-1]:
+        parent, node_schema = _step(parent, part, node_schema)
+        if parent is None:
+            return
+    last = path[-1]
+    kind, _, rest = last.partition(":")
+    if kind == "f" and isinstance(parent, dict) and rest in parent:
+        child = parent[rest]
+        container = not is_atomic(property_schema(node_schema, rest) or {})
+        if not (container and isinstance(child, dict | list) and child):
+            del parent[rest]
+    elif kind == "k" and isinstance(parent, list):
+        keys = json.loads(rest)
+        parent[:] = [e for e in parent if not (isinstance(e, dict) and
+                                                all(e.get(k) == v for k, v in keys.items()))]
+    elif kind == "v" and isinstance(parent, list):
+        value = json.loads(rest)
+        parent[:] = [e for e in parent if e != value]
+
+
+def _step(node: Any, part: str, schema: dict) -> tuple[Any, dict]:
+    kind, _, rest = part.partition(":")
+    if kind == "f" and isinstance(node, dict):
+        return node.get(rest), property_schema(schema, rest) or {}
+    if kind == "k" and isinstance(node, list):
+        keys = json.loads(rest)
+        for element in node:
+            if isinstance(element, dict) and all(element.get(k) == v for k, v in keys.items()):
+                return element, items_schema(schema) or {}
+    return None, {}

@@ -1,0 +1,102 @@
+"""Prometheus metrics with kube-apiserver's names, served at /metrics.
+
+Each gateway process has its own registry, so tests that start several gateways in one process
+keep their numbers apart.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from gateway.server.requestinfo import RequestInfo
+
+REQUEST_LABELS = ("verb", "dry_run", "group", "version", "resource", "subresource", "scope",
+                  "component")
+LATENCY_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6,
+                   8, 10, 15, 20, 30, 45, 60)
+STORAGE_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5,
+                   6, 8, 10, 15, 20, 30, 45, 60)
+_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
+          "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETECOLLECTION",
+          "proxy": "CONNECT"}
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("apiserver_request", "Requests by verb, resource and code.",
+                                [*REQUEST_LABELS, "code"], registry=r)
+        self.latency = Histogram("apiserver_request_duration_seconds",
+                                 "Response latency by verb and resource.", REQUEST_LABELS,
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.inflight = Gauge("apiserver_current_inflight_requests",
+                              "Requests being served now, by kind.", ["request_kind"],
+                              registry=r)
+        self.longrunning = Gauge("apiserver_longrunning_requests",
+                                 "Long-running requests (watches, proxies) open now.",
+                                 REQUEST_LABELS, registry=r)
+        self.watchers = Gauge("apiserver_registered_watchers", "Watches open now, by kind.",
+                              ["group", "version", "kind"], registry=r)
+        self.watch_events = Counter("apiserver_watch_events", "Watch events sent, by kind.",
+                                    ["group", "version", "kind"], registry=r)
+        self.storage = Histogram("etcd_request_duration_seconds",
+                                 "Storage operation latency, by operation and resource.",
+                                 ["operation", "type"], buckets=STORAGE_BUCKETS, registry=r)
+
+    def labels(self, request: web.BaseRequest, info: RequestInfo) -> tuple[str, ...]:
+        verb = _VERBS.get(info.verb, info.verb.upper()) if info.is_resource_request else \
+            request.method.upper()
+        if verb == "PATCH" and request.headers.get("Content-Type", "").startswith(
+                "application/apply-patch"):
+            verb = "APPLY"
+        if not info.is_resource_request:
+            scope = ""
+        elif info.name:
+            scope = "resource"
+        else:
+            scope = "namespace" if info.namespace else "cluster"
+        dry_run = "All" if "dryRun" in request.query else ""
+        return (verb, dry_run, info.api_group, info.api_version, info.resource,
+                info.subresource, scope, "apiserver")
+
+    def observe(self, labels: tuple[str, ...], code: int, started: float) -> None:
+        self.requests.labels(*labels, str(code)).inc()
+        self.latency.labels(*labels).observe(time.monotonic() - started)
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        return web.Response(body=generate_latest(self.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class StorageTimer:
+    """Times storage operations into etcd_request_duration_seconds."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.histogram = metrics.storage
+
+    def observe(self, operation: str, key: str, seconds: float) -> None:
+        parts = key.strip("/").split("/")
+        resource = parts[1] if len(parts) > 1 else parts[0]
+        self.histogram.labels(operation, resource).observe(seconds)
+
+    def wrap(self, storage: Any) -> Any:
+        """Time the operations of ``storage`` in place (its methods, not a copy)."""
+        for operation in ("create", "get", "list", "guaranteed_update", "delete", "count"):
+            setattr(storage, operation, self._timed(operation, getattr(storage, operation)))
+        return storage
+
+    def _timed(self, operation: str, method: Any) -> Any:
+        async def timed(key: str, *args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            try:
+                return await method(key, *args, **kwargs)
+            finally:
+                self.observe(operation, key, time.monotonic() - started)
+
+        return timed
