@@ -117,6 +117,15 @@ class GatewayProcess:
         except urllib.error.HTTPError as err:
             return err.code, err.read()
 
+    def open(self, method: str, path: str, body: Any = None,
+             headers: dict[str, str] | None = None, timeout: float = 30) -> Any:
+        """A raw response to read from as it streams (watches); close it when done."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
+        return urllib.request.urlopen(req, context=self.ssl_context(), timeout=timeout)
+
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
