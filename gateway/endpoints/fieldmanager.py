@@ -66,8 +66,11 @@ def flatten(obj: Object, schema: dict, *, skip_status: bool = False) -> dict[Pat
 
 
 def _flatten_field(value: Any, schema: dict, path: Path, out: dict[Path, Any]) -> None:
-    if value is None or is_atomic(schema) or not value:
+    if value is None or is_atomic(schema):
         out[path] = value
+        return
+    if not value:  # an empty map or list is owned as such
+        out[path] = MEMBER if isinstance(value, dict | list) else value
         return
     resolved = resolve(schema)
     if resolved.get("type") == "array":

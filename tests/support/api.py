@@ -1,0 +1,76 @@
+"""Small helpers for driving the gateway's REST API over HTTPS in end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from tests.support.gateway import GatewayProcess
+
+CM = "/api/v1/namespaces/{ns}/configmaps"
+
+
+class API:
+    """JSON in, (status, JSON or text) out, as the admin user."""
+
+    def __init__(self, gateway: GatewayProcess) -> None:
+        self.gw = gateway
+
+    def call(self, method: str, path: str, body: Any = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        code, raw = self.gw.request(method, path, body, headers)
+        try:
+            return code, json.loads(raw)
+        except ValueError:
+            return code, raw.decode(errors="replace")
+
+    def get(self, path: str, **headers: str) -> tuple[int, Any]:
+        return self.call("GET", path, headers=headers or None)
+
+    def post(self, path: str, body: Any, **headers: str) -> tuple[int, Any]:
+        return self.call("POST", path, body, headers or None)
+
+    def put(self, path: str, body: Any) -> tuple[int, Any]:
+        return self.call("PUT", path, body)
+
+    def patch(self, path: str, body: Any, content_type: str) -> tuple[int, Any]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return self.call("PATCH", path, data, {"Content-Type": content_type})
+
+    def delete(self, path: str, body: Any = None) -> tuple[int, Any]:
+        return self.call("DELETE", path, body)
+
+    def namespace(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        code, body = self.post("/api/v1/namespaces", {"metadata": {"name": name}})
+        assert code == 201, body
+        return name
+
+    def watch(self, path: str, *, max_events: int = 100, timeout: float = 10,
+              headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Read watch events until ``max_events``, the stream's end, or ``timeout``."""
+        events: list[dict[str, Any]] = []
+        response = self.gw.open("GET", path, headers=headers, timeout=timeout)
+        try:
+            while len(events) < max_events:
+                line = response.readline()
+                if not line:
+                    break
+                events.append(json.loads(line))
+        except TimeoutError:
+            pass
+        finally:
+            response.close()
+        return events
+
+
+def configmap(name: str, labels: dict[str, str] | None = None, **data: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def rv(obj: dict[str, Any]) -> int:
+    return int(obj["metadata"]["resourceVersion"])
