@@ -193,10 +193,10 @@ def test_patch_types(api, ns):
     code, out = api.patch(path, {"metadata": {"$deleteFromPrimitiveList/finalizers": [
         "example.com/f"]}}, "application/strategic-merge-patch+json")
     assert "finalizers" not in out["metadata"] or out["metadata"]["finalizers"] == []
-    code, status = api.patch(path, {"data": {}}, "application/xml-patch")
+    code, _ = api.patch(path, {"data": {}}, "application/xml-patch")
     assert code == 415
     code, _ = api.patch(f"{CM.format(ns=ns)}/missing", {"data": {}},
-                             "application/merge-patch+json")
+                       "application/merge-patch+json")
     assert code == 404
 
 
