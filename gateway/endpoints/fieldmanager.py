@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime
 from typing import Any
 
+from gateway.clock import now_rfc3339
 from gateway.endpoints import status
 from gateway.schema.walk import (
     is_atomic,
@@ -148,7 +148,7 @@ def from_fields_v1(tree: Any, prefix: Path = ()) -> set[Path]:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_rfc3339()
 
 
 class Entries:

@@ -81,6 +81,94 @@ def error_event(error: Exception) -> WatchEvent:
     return WatchEvent(EventType.ERROR, "", None, 0, error=error)
 
 
+#: A client whose socket buffer holds this much unsent data gets events queued, not pushed.
+PUSH_HIGH_WATER = 256 * 1024
+
+
+def _frame(line: bytes) -> bytes:
+    """One HTTP/1.1 chunk, framed exactly as aiohttp frames its own."""
+    return f"{len(line):x}\r\n".encode() + line + b"\r\n"
+
+
+#: Under heavy fan-out, pushed events are written once per this many seconds per client.
+COALESCE_WINDOW = 0.05
+#: How many clients one flush must have written for the next one to wait for the window.
+HEAVY_FLUSH = 100
+
+
+class _Flusher:
+    """Writes what the pushers gathered: right after the dispatcher's turn when few clients
+    have data, once per window when many do, so each client gets one write for several
+    events instead of one per event (the TLS write is the dominant cost per event)."""
+
+    def __init__(self) -> None:
+        self.dirty: list[_Pusher] = []
+        self.scheduled = False
+        self.heavy = False
+
+    def mark(self, pusher: _Pusher) -> None:
+        self.dirty.append(pusher)
+        if not self.scheduled:
+            self.scheduled = True
+            loop = asyncio.get_running_loop()
+            if self.heavy:
+                loop.call_later(COALESCE_WINDOW, self.flush)
+            else:
+                loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        dirty, self.dirty = self.dirty, []
+        for pusher in dirty:
+            pusher.flush()
+        self.heavy = len(dirty) > HEAVY_FLUSH
+
+
+_FLUSHER = _Flusher()
+
+
+class _Pusher:
+    """Takes events from the cache's dispatcher for one client; the flusher writes them."""
+
+    def __init__(self, transport: Any, encoder: WatchEncoder) -> None:
+        self.transport = transport
+        self.encoder = encoder
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
+        self.error = False
+
+    def __call__(self, event: WatchEvent) -> bool:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        if transport.get_write_buffer_size() + self.pending_bytes > PUSH_HIGH_WATER:
+            return False
+        if event.type == EventType.ERROR:
+            self.error = True
+        if self.encoder.transform is None and event.type not in (EventType.ERROR,
+                                                                  EventType.BOOKMARK):
+            framed = event.cache.get("json-chunk")
+            if framed is None:
+                framed = event.cache["json-chunk"] = _frame(self.encoder.encode(event))
+        else:
+            framed = _frame(self.encoder.encode(event))
+        if not self.pending:
+            _FLUSHER.mark(self)
+        self.pending.append(framed)
+        self.pending_bytes += len(framed)
+        return True
+
+    def flush(self) -> None:
+        """Write what is pending (before anything else is written to this client)."""
+        if not self.pending:
+            return
+        data = b"".join(self.pending)
+        self.pending.clear()
+        self.pending_bytes = 0
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+
 async def stream(request: web.BaseRequest, events: Any, encoder: WatchEncoder,
                  timeout: float, stopping: asyncio.Event | None = None) -> web.StreamResponse:
     """Send ``events`` until the timeout, the end of the stream, or the client leaves."""
@@ -94,18 +182,10 @@ async def stream(request: web.BaseRequest, events: Any, encoder: WatchEncoder,
     deadline = loop.time() + timeout
     stop_task = asyncio.ensure_future(stopping.wait()) if stopping is not None else None
     try:
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            event = await _next(events, remaining, stop_task)
-            if event is None:
-                break
-            await response.write(encoder.encode(event))
-            if event.type == EventType.ERROR:
-                break
-    except (ConnectionResetError, asyncio.CancelledError):
-        raise
+        if hasattr(events, "attach"):
+            await _pull_and_push(response, request, events, encoder, deadline, stop_task)
+        else:
+            await _pull(response, events, encoder, deadline, stop_task)
     finally:
         if stop_task is not None:
             stop_task.cancel()
@@ -114,6 +194,53 @@ async def stream(request: web.BaseRequest, events: Any, encoder: WatchEncoder,
             stop()
     await response.write_eof()
     return response
+
+
+async def _write(response: web.StreamResponse, encoder: WatchEncoder,
+                 event: WatchEvent) -> bool:
+    """Write one event; False when it ended the stream (an ERROR)."""
+    await response.write(encoder.encode(event))
+    return event.type != EventType.ERROR
+
+
+async def _pull(response: web.StreamResponse, events: Any, encoder: WatchEncoder,
+                deadline: float, stop_task: asyncio.Future | None) -> None:
+    loop = asyncio.get_running_loop()
+    while (remaining := deadline - loop.time()) > 0:
+        event = await _next(events, remaining, stop_task)
+        if event is None or not await _write(response, encoder, event):
+            return
+
+
+async def _pull_and_push(response: web.StreamResponse, request: web.BaseRequest, watcher: Any,
+                         encoder: WatchEncoder, deadline: float,
+                         stop_task: asyncio.Future | None) -> None:
+    """Drain what waits with backpressure, then let the dispatcher push until the client
+    falls behind (and so on), the watch ends, or time is up."""
+    loop = asyncio.get_running_loop()
+    pusher = _Pusher(request.transport, encoder)
+    while loop.time() < deadline:
+        pusher.flush()  # what was pushed goes out before anything pulled
+        while (event := watcher.next_nowait()) is not None:
+            if not await _write(response, encoder, event):
+                return
+        if watcher.closed or pusher.error:
+            return
+        if not watcher.attach(pusher):
+            continue
+        waiting = [asyncio.ensure_future(watcher.wake.wait())]
+        if stop_task is not None:
+            waiting.append(stop_task)
+        done, _ = await asyncio.wait(waiting, timeout=deadline - loop.time(),
+                                     return_when=asyncio.FIRST_COMPLETED)
+        waiting[0].cancel()
+        watcher.push = None
+        pusher.flush()
+        if not done or (stop_task is not None and stop_task in done):
+            return
+        if request.transport is None or request.transport.is_closing():
+            return
+    pusher.flush()
 
 
 async def _next(events: Any, timeout: float,

@@ -15,9 +15,9 @@ import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from gateway.clock import now_rfc3339
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints.listoptions import EXACT, ListOptions
 from gateway.registry.resource import ResourceDef
@@ -50,10 +50,6 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATED_SUFFIX = 5
 _GENERATE_ATTEMPTS = 8
 _MAX_GENERATED_BASE = 63 - _GENERATED_SUFFIX
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass

@@ -45,6 +45,9 @@ class Metrics:
                               ["group", "version", "kind"], registry=r)
         self.watch_events = Counter("apiserver_watch_events", "Watch events sent, by kind.",
                                     ["group", "version", "kind"], registry=r)
+        self._counters: dict[tuple, Any] = {}
+        self._histograms: dict[tuple, Any] = {}
+        self._gauges: dict[tuple, Any] = {}
         self.storage = Histogram("etcd_request_duration_seconds",
                                  "Storage operation latency, by operation and resource.",
                                  ["operation", "type"], buckets=STORAGE_BUCKETS, registry=r)
@@ -66,8 +69,25 @@ class Metrics:
                 info.subresource, scope, "apiserver")
 
     def observe(self, labels: tuple[str, ...], code: int, started: float) -> None:
-        self.requests.labels(*labels, str(code)).inc()
-        self.latency.labels(*labels).observe(time.monotonic() - started)
+        # label lookups cost more than the counting; keep the children per label set
+        key = (*labels, code)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = self.requests.labels(*labels, str(code))
+        histogram = self._histograms.get(labels)
+        if histogram is None:
+            histogram = self._histograms[labels] = self.latency.labels(*labels)
+        counter.inc()
+        histogram.observe(time.monotonic() - started)
+
+    def inflight_gauge(self, labels: tuple[str, ...], long_running: bool, mutating: bool) -> Any:
+        key = (labels, long_running, mutating)
+        gauge = self._gauges.get(key)
+        if gauge is None:
+            gauge = self.longrunning.labels(*labels) if long_running else \
+                self.inflight.labels("mutating" if mutating else "readOnly")
+            self._gauges[key] = gauge
+        return gauge
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(body=generate_latest(self.registry),

@@ -97,7 +97,8 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    server = web.Server(gateway.handler, access_log=None)
+    # handler_cancellation: a watch whose client went away ends at once, not at its timeout
+    server = web.Server(gateway.handler, access_log=None, handler_cancellation=True)
     runner = web.ServerRunner(server, shutdown_timeout=options.request_timeout)
     await runner.setup()
     site = web.TCPSite(runner, options.bind_address, options.secure_port,

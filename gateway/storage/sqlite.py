@@ -411,12 +411,12 @@ class _LogWatcher:
                 self.scanned = events[-1].revision if len(events) == _CATCH_UP_CHUNK else target
         except StorageError as err:
             self.queue.finish(err)
-            self.store._watchers.discard(self)
+            self.store._forget(self)
         except asyncio.CancelledError:
             raise
 
     def _on_stop(self) -> None:
-        self.store._watchers.discard(self)
+        self.store._forget(self)
         if self.task is not None and not self.task.done():
             self.task.cancel()
 
@@ -463,6 +463,9 @@ class SQLiteStorage:
         self._flush_task: asyncio.Task[None] | None = None
         self._published = 0  # every revision <= this is committed and its event published
         self._watchers: set[_LogWatcher] = set()
+        #: watchers by the resource their prefix lies in, so a write is offered to few
+        self._by_resource: dict[str, set[_LogWatcher]] = {}
+        self._broad: set[_LogWatcher] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self._lock_fd: int | None = None
@@ -528,6 +531,8 @@ class SQLiteStorage:
         for watcher in list(self._watchers):
             watcher.close()
         self._watchers.clear()
+        self._by_resource.clear()
+        self._broad.clear()
         if self._flush_task is not None:  # let the commit in flight finish
             await asyncio.gather(self._flush_task, return_exceptions=True)
         loop = asyncio.get_running_loop()
@@ -717,7 +722,8 @@ class SQLiteStorage:
         for result in results:
             if isinstance(result, _Written):
                 self._published = result.revision
-                for watcher in list(self._watchers):
+                key = result.event.key
+                for watcher in (*self._by_resource.get(_resource_of(key), ()), *self._broad):
                     if watcher.live:
                         watcher.offer(result.event)
 
@@ -788,12 +794,27 @@ class SQLiteStorage:
             if revision + 1 < compacted:
                 raise TooOldResourceVersionError(revision, compacted, self._published)
         watcher = _LogWatcher(self, prefix, revision, self._watch_buffer)
-        self._watchers.add(watcher)
+        self._register(watcher)
         if revision >= self._published:
             watcher.live = True
         else:
             watcher.start_catch_up()
         return watcher.queue
+
+    def _register(self, watcher: _LogWatcher) -> None:
+        self._watchers.add(watcher)
+        resource = _resource_of(watcher.prefix)
+        if resource:
+            self._by_resource.setdefault(resource, set()).add(watcher)
+        else:
+            self._broad.add(watcher)
+
+    def _forget(self, watcher: _LogWatcher) -> None:
+        self._watchers.discard(watcher)
+        self._broad.discard(watcher)
+        bucket = self._by_resource.get(_resource_of(watcher.prefix))
+        if bucket is not None:
+            bucket.discard(watcher)
 
     # -- background work ----------------------------------------------------------------
 
@@ -827,6 +848,14 @@ class SQLiteStorage:
         if old_enough:  # keep the sample: it stays the boundary until a newer one ages
             self._samples.appendleft((now - self._retain_seconds, old_enough))
         return max(0, min(old_enough, self._published - self._retain_events))
+
+
+def _resource_of(key: str) -> str:
+    """The resource directory of a key or prefix (``/core/configmaps/``), or "" when it is
+    shallower than that."""
+    first = key.find("/", 1)
+    second = key.find("/", first + 1) if first > 0 else -1
+    return key[: second + 1] if second > 0 else ""
 
 
 def _connect(path: Path, *, create: bool) -> sqlite3.Connection:

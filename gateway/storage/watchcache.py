@@ -92,8 +92,18 @@ def convert_for(event: WatchEvent, prefix: str, predicate: Predicate | None) -> 
     return None
 
 
+#: Delivers one event to a watcher's client at once; False when it cannot take it now.
+Push = Callable[[WatchEvent], bool]
+
+
 class CacheWatcher:
-    """One watch on the cache: its initial events first, then live ones from its buffer."""
+    """One watch on the cache: its initial events first, then live ones.
+
+    Live events are either queued for the consumer to pull (bounded), or, once the consumer
+    has caught up and attached a ``push`` function, handed straight to it by the dispatcher:
+    with many watchers that saves a task switch per event per watcher. A push that fails
+    (the client's buffer is full) drops the watcher back to its queue and wakes the consumer.
+    """
 
     def __init__(
         self,
@@ -110,6 +120,8 @@ class CacheWatcher:
         self.next_bookmark = time.monotonic() + cacher.bookmark_interval
         self.initial = deque(initial)
         self.queue = QueueWatch(buffer, on_stop=lambda: cacher._forget(self))
+        self.push: Push | None = None
+        self.wake = asyncio.Event()
 
     def __aiter__(self) -> CacheWatcher:
         return self
@@ -119,9 +131,37 @@ class CacheWatcher:
             return self.initial.popleft()
         return await self.queue.__anext__()
 
+    def next_nowait(self) -> WatchEvent | None:
+        """The next event if one is waiting (initial first, then queued), else None."""
+        if self.queue.done and not self.queue.qsize():
+            return None
+        if self.initial:
+            return self.initial.popleft()
+        return self.queue.get_nowait()
+
+    def attach(self, push: Push) -> bool:
+        """Switch to push delivery, if nothing is waiting to be pulled first."""
+        if self.initial or self.queue.qsize() or self.queue.done:
+            return False
+        self.wake.clear()
+        self.push = push
+        return True
+
+    def deliver(self, event: WatchEvent) -> bool:
+        """Hand ``event`` over: pushed when attached, else queued (False: queue full)."""
+        push = self.push
+        if push is not None:
+            if push(event):
+                return True
+            self.push = None  # the client is behind: its queue takes over
+            self.wake.set()
+        return self.queue.put_nowait(event)
+
     def stop(self) -> None:
+        self.push = None
         self.initial.clear()
         self.queue.stop()
+        self.wake.set()
 
     async def request_progress(self) -> None:
         """Bookmarks come from the cache on its own schedule; nothing to ask for."""
@@ -252,7 +292,7 @@ class Cacher:
         blocked: list[tuple[CacheWatcher, WatchEvent]] = []
         for watcher in list(self._watchers.values()):
             converted = convert_for(event, watcher.prefix, watcher.predicate)
-            if converted is None or watcher.queue.put_nowait(converted):
+            if converted is None or watcher.deliver(converted):
                 continue
             if not watcher.closed:
                 blocked.append((watcher, converted))
@@ -277,7 +317,9 @@ class Cacher:
 
     def _close_watcher(self, watcher: CacheWatcher) -> None:
         self._forget(watcher)
+        watcher.push = None
         watcher.queue.finish()
+        watcher.wake.set()
 
     def _forget(self, watcher: CacheWatcher) -> None:
         self._watchers.pop(id(watcher), None)
@@ -295,7 +337,7 @@ class Cacher:
             for watcher in list(self._watchers.values()):
                 if watcher.bookmarks and now >= watcher.next_bookmark:
                     mark = WatchEvent(EventType.BOOKMARK, "", None, self.revision)
-                    if watcher.queue.put_nowait(mark):
+                    if watcher.deliver(mark):
                         watcher.next_bookmark = now + self.bookmark_interval
 
     # -- reads ------------------------------------------------------------------------------

@@ -98,4 +98,17 @@ class QueueWatch:
         return item  # type: ignore[return-value]
 
     def qsize(self) -> int:
-        return self._queue.qsize()
+        """Events waiting (the end marker not counted)."""
+        size = self._queue.qsize()
+        return size - 1 if self.done and size else size
+
+    def get_nowait(self) -> WatchEvent | None:
+        """A waiting event, or None (also at the end, which stays in place)."""
+        if self._queue.empty():
+            return None
+        item = self._queue.get_nowait()
+        self._room.set()
+        if item is _END:
+            self._queue.put_nowait(_END)
+            return None
+        return item  # type: ignore[return-value]

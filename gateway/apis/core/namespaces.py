@@ -11,6 +11,7 @@ from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
+from gateway.storage.errors import StorageError
 
 #: Created at start, as kube-apiserver does.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -70,12 +71,7 @@ def namespace_lifecycle(namespaces: RESTStore, resource: str, group: str = ""):
     """The admission check for creating ``resource`` objects in a namespace."""
 
     async def check(namespace: str) -> None:
-        try:
-            ns = await namespaces.get("", namespace)
-        except status.StatusError as err:
-            if err.code == 404:
-                raise status.not_found("namespaces", namespace) from None
-            raise
+        ns = await _lookup(namespaces, namespace)
         if ns.get("status", {}).get("phase") == "Terminating":
             raise status.StatusError(
                 403, "Forbidden",
@@ -88,6 +84,23 @@ def namespace_lifecycle(namespaces: RESTStore, resource: str, group: str = ""):
             )
 
     return check
+
+
+async def _lookup(namespaces: RESTStore, name: str) -> Object:
+    """The namespace from the watch cache, as kube's admission reads its informer; a miss is
+    checked against the store, since the namespace may have been created a moment ago."""
+    cacher = namespaces.cacher
+    if cacher.ready:
+        try:
+            return await cacher.get_cached(namespaces.resource.key("", name))
+        except StorageError:
+            pass
+    try:
+        return await namespaces.get("", name)
+    except status.StatusError as err:
+        if err.code == 404:
+            raise status.not_found("namespaces", name) from None
+        raise
 
 
 def forbid_immortal(name: str) -> None:

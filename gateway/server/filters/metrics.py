@@ -15,9 +15,7 @@ def with_metrics(handler: Handler, metrics: Metrics) -> Handler:
         info = request[REQUEST_INFO]
         labels = metrics.labels(request, info)
         started = time.monotonic()
-        kind = "mutating" if info.is_mutating else "readOnly"
-        gauge = metrics.longrunning.labels(*labels) if info.is_long_running else \
-            metrics.inflight.labels(kind)
+        gauge = metrics.inflight_gauge(labels, info.is_long_running, info.is_mutating)
         gauge.inc()
         code = 500
         try:

@@ -8,6 +8,7 @@ and the client gets a 500 Status, never a stack trace. The process stays up.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import structlog
@@ -51,6 +52,8 @@ def _already_started(request: web.BaseRequest) -> bool:
 
 
 def _log_request(request: web.BaseRequest, code: int, seconds: float) -> None:
+    if code < 500 and not logging.getLogger("gateway.http").isEnabledFor(logging.DEBUG):
+        return  # the common case: nothing to log, so build nothing
     fields = {
         "verb": request.method,
         "uri": request.rel_url.raw_path_qs,
