@@ -107,16 +107,9 @@ def define(name: str, schema: Schema, *, gvk: tuple[str, str, str] | None = None
 def kind_fields(kind_doc: str = "") -> dict[str, Schema]:
     """apiVersion and kind, as every top-level object has them."""
     return {
-        "apiVersion": string(
-            "APIVersion defines the versioned schema of this representation of an object. "
-            "Servers should convert recognized schemas to the latest internal value, and may "
-            "reject unrecognized values."
-        ),
-        "kind": string(
-            "Kind is a string value representing the REST resource this object represents. "
-            "Servers may infer this from the endpoint the client submits requests to. Cannot "
-            "be updated. In CamelCase." + (f" {kind_doc}" if kind_doc else "")
-        ),
+        "apiVersion": string("The API group and version the object is written in."),
+        "kind": string("The kind of the object, in CamelCase." + (
+            f" {kind_doc}" if kind_doc else "")),
     }
 
 
@@ -124,12 +117,12 @@ def define_kind(name: str, group: str, version: str, kind: str, description: str
                 required: tuple[str, ...] = (), **properties: Schema) -> str:
     """A top-level kind with apiVersion, kind and metadata, plus its List."""
     fields = {**kind_fields(), "metadata": meta_ref(
-        "ObjectMeta", "Standard object's metadata."), **properties}
+        "ObjectMeta", "The object's identity and bookkeeping."), **properties}
     define(name, obj(description, required=required, **fields), gvk=(group, version, kind))
     list_fields = {
         **kind_fields(),
         "items": array(ref(name), f"Items is a list of {kind} objects."),
-        "metadata": meta_ref("ListMeta", "Standard list metadata."),
+        "metadata": meta_ref("ListMeta", "The list's bookkeeping."),
     }
     define(f"{name}List", obj(f"{kind}List is a list of {kind} objects.", required=("items",),
                               **list_fields), gvk=(group, version, f"{kind}List"))
