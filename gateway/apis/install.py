@@ -15,21 +15,31 @@ from gateway.apis.core.secrets import SECRETS
 from gateway.apis.core.serviceaccounts import SERVICEACCOUNTS
 from gateway.apis.core.services import SERVICES
 from gateway.apis.discovery.endpointslices import ENDPOINTSLICES
+
+# the schemas must be defined before any document is rendered
+from gateway.apis.rbac.resources import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    ROLE_BINDINGS,
+    ROLES,
+)
 from gateway.endpoints.handlers import ResourceEndpoints
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore
-
-# the schemas must be defined before any document is rendered
 from gateway.schema import admissionregistration as _adm  # noqa: F401
+from gateway.schema import authentication as _authentication  # noqa: F401
+from gateway.schema import authorization as _authorization  # noqa: F401
 from gateway.schema import coordination as _coordination  # noqa: F401
 from gateway.schema import core as _core  # noqa: F401
 from gateway.schema import discovery as _discovery  # noqa: F401
+from gateway.schema import rbac as _rbac  # noqa: F401
 from gateway.server.genericapiserver import GenericAPIServer
 from gateway.storage.factory import StorageFactory
 
 #: In discovery order: the core group first, then the named groups.
 BUILTINS: tuple[ResourceDef, ...] = (
     NAMESPACES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, SERVICES, ENDPOINTS, EVENTS,
+    CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES,
     VALIDATING, MUTATING, LEASES, ENDPOINTSLICES,
 )
 
@@ -40,6 +50,7 @@ class KubeCore:
 
     namespaces: RESTStore
     stores: dict[str, RESTStore] = field(default_factory=dict)
+    endpoints: dict[str, ResourceEndpoints] = field(default_factory=dict)
 
     @property
     def namespaced(self) -> list[RESTStore]:
@@ -64,6 +75,7 @@ def install_kube_core(server: GenericAPIServer, factory: StorageFactory, *,
             store = RESTStore(resource, factory.cacher(resource.storage_prefix), check)
         name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
         core.stores[name] = store
-        server.install_api(resource, ResourceEndpoints(
-            store, min_request_timeout=min_request_timeout, stopping=stopping))
+        core.endpoints[name] = ResourceEndpoints(store, min_request_timeout=min_request_timeout,
+                                                 stopping=stopping)
+        server.install_api(resource, core.endpoints[name])
     return core

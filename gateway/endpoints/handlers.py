@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from gateway.auth.context import request_user
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints import patch as patches
 from gateway.endpoints.listoptions import ListOptions, parse_list_options
@@ -47,6 +48,8 @@ class ResourceEndpoints:
     def __init__(self, store: RESTStore, *, min_request_timeout: int = 1800,
                  stopping: asyncio.Event | None = None) -> None:
         self.store = store
+        #: Subresources served by their own handler (serviceaccounts/token...).
+        self.subresource_handlers: dict[str, Any] = {}
         self.resource = store.resource
         self.min_request_timeout = min_request_timeout
         self.stopping = stopping
@@ -61,6 +64,8 @@ class ResourceEndpoints:
         # no namespace in their path
         if info.namespace and not self.resource.namespaced and info.namespace != info.name:
             raise status.not_found()
+        if info.subresource in self.subresource_handlers:
+            return await self.subresource_handlers[info.subresource](request, info)
         if info.subresource and info.subresource not in self.resource.subresources:
             raise status.not_found()
         if info.subresource and info.verb not in ("get", "update", "patch"):
@@ -186,7 +191,7 @@ class ResourceEndpoints:
             raise status.invalid(kind, "", causes, group=META_GROUP)
         return WriteOptions(dry_run=bool(dry_run), field_validation=validation,
                             manager=manager or _manager_from_user_agent(request),
-                            subresource=info.subresource)
+                            subresource=info.subresource, user=request_user(request))
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
         return decode_object(await read_body(request), body_media_type(request))
@@ -295,7 +300,8 @@ class ResourceEndpoints:
                                       resource_version=given_pre.get("resourceVersion")) \
             if given_pre else None
         write = WriteOptions(dry_run=bool(dry_run), subresource=info.subresource,
-                             manager=_manager_from_user_agent(request))
+                             manager=_manager_from_user_agent(request),
+                             user=request_user(request))
         return DeleteOptions(preconditions, policy, grace_seconds), write
 
     async def delete(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:

@@ -188,3 +188,19 @@ def parse_label_selector(text: str) -> LabelSelector:
         if parser.peek() is None:
             raise SelectorError("found 'end of string', expected: identifier")
     return LabelSelector(tuple(requirements))
+
+
+def from_label_selector(selector: Mapping | None) -> LabelSelector | None:
+    """A metav1.LabelSelector object as a selector; None (matches nothing) when it is invalid.
+    An empty selector matches everything."""
+    selector = selector or {}
+    labels = selector.get("matchLabels") or {}
+    requirements = [Requirement(k, IN, (v,)) for k, v in labels.items()]
+    operators = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": NOT_EXISTS}
+    for expression in selector.get("matchExpressions") or []:
+        operator = operators.get(expression.get("operator", ""))
+        if operator is None:
+            return None
+        requirements.append(Requirement(expression.get("key", ""), operator,
+                                        tuple(expression.get("values") or ())))
+    return LabelSelector(tuple(requirements))

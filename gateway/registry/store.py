@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.auth.user import UserInfo
 from gateway.clock import now_rfc3339
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints.listoptions import EXACT, ListOptions
@@ -34,6 +35,8 @@ from gateway.storage.watchcache import Cacher, CacheWatcher
 
 #: Checks, before a create, that the object's namespace can take it (namespace lifecycle).
 NamespaceCheck = Callable[[str], Awaitable[None]]
+#: Checks a write before it is stored: (new object, current object or None, options).
+Admission = Callable[["Object", "Object | None", "WriteOptions"], Awaitable[None]]
 
 CONFLICT_MESSAGE = (
     "the object has been modified; please apply your changes to the latest version and try again"
@@ -54,7 +57,7 @@ _MAX_GENERATED_BASE = 63 - _GENERATED_SUFFIX
 
 @dataclass
 class WriteOptions:
-    """What a write request asked for beyond its body."""
+    """What a write request asked for beyond its body, and who asked."""
 
     dry_run: bool = False
     manager: str = ""
@@ -63,6 +66,7 @@ class WriteOptions:
     apply: bool = False  # server-side apply: the field manager already did its work
     force: bool = False
     warnings: list[str] = field(default_factory=list)
+    user: UserInfo | None = None
 
 
 @dataclass
@@ -81,6 +85,11 @@ class RESTStore:
         self.cacher = cacher
         self.strategy = resource.strategy
         self.namespace_check = namespace_check
+        self.admission: list[Admission] = []
+
+    async def _admit(self, new: Object, old: Object | None, options: WriteOptions) -> None:
+        for admit in self.admission:
+            await admit(new, old, options)
 
     # -- errors and checks ----------------------------------------------------------------
 
@@ -235,6 +244,7 @@ class RESTStore:
                                    api_version=self.resource.api_version)
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
+        await self._admit(obj, None, options)
         if options.dry_run:
             return obj
         for attempt in range(_GENERATE_ATTEMPTS):
@@ -310,7 +320,9 @@ class RESTStore:
                     raise status.not_found(self.resource.plural, name, self.resource.group)
                 created = True
                 return await self._create_on_write(namespace, new, options)
-            return self._prepare_update(new, current, options)
+            prepared = self._prepare_update(new, current, options)
+            await self._admit(prepared, current, options)
+            return prepared
 
         if options.dry_run:
             return await self._dry_run_write(key, update), created
@@ -341,6 +353,7 @@ class RESTStore:
                                        api_version=self.resource.api_version)
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
+        await self._admit(new, None, options)
         return new
 
     def _prepare_update(self, new: Object, current: Object, options: WriteOptions) -> Object:

@@ -56,3 +56,14 @@ def name_causes(name: str, *, label: bool, path: str = "metadata.name") -> list[
     """Causes for a bad object name (DNS-1123 label or subdomain)."""
     errors = dns1123_label_errors(name) if label else dns1123_subdomain_errors(name)
     return [invalid(path, name, error) for error in errors]
+
+
+def path_segment_causes(name: str, path: str = "metadata.name") -> list[Cause]:
+    """Names that only need to be usable in a URL path (RBAC objects): not '.' or '..', no
+    '/' or '%'."""
+    if name in (".", ".."):
+        return [invalid(path, name, f'may not be \'{name}\'')]
+    for bad in ("/", "%"):
+        if bad in name:
+            return [invalid(path, name, f"may not contain '{bad}'")]
+    return []

@@ -15,10 +15,18 @@ import asyncio
 import structlog
 from aiohttp import web
 
+from gateway.apis.authentication import reviews as authn_reviews
+from gateway.apis.authorization import reviews as authz_reviews
 from gateway.apis.core.namespaces import SYSTEM_NAMESPACES
+from gateway.apis.core.serviceaccounts import token_request_handler
 from gateway.apis.install import install_kube_core
+from gateway.auth.rbac.authorizer import RBAC, RBACCaches
+from gateway.auth.rbac.escalation import EscalationCheck
+from gateway.auth.security import Security, build_security
+from gateway.controllers.authconfig import publish_auth_configmap
 from gateway.controllers.events import EventReaper
 from gateway.controllers.namespaces import NamespaceController
+from gateway.controllers.rbac import AggregationController, PolicyController
 from gateway.endpoints import status
 from gateway.endpoints.handlers import json_response
 from gateway.options import ServeOptions
@@ -31,6 +39,7 @@ from gateway.server.handler_chain import build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
 from gateway.server.metrics import Metrics, StorageTimer
 from gateway.server.openapi import OpenAPI
+from gateway.storage.errors import StorageError
 from gateway.storage.factory import StorageFactory, new_storage, wait_until_reachable
 from gateway.version import version_info
 
@@ -38,6 +47,7 @@ log = structlog.get_logger(__name__)
 
 SYSTEM_NAMESPACES_HOOK = "poststarthook/start-system-namespaces-controller"
 CACHES_HOOK = "poststarthook/start-watch-caches"
+RBAC_HOOK = "poststarthook/rbac/bootstrap-roles"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
 
 
@@ -52,7 +62,8 @@ class Gateway:
         self.stopping = asyncio.Event()
         self.shutting_down = FlagCheck("shutdown", True, "the gateway is shutting down")
         self.hooks = {name: FlagCheck(name, False, "not finished")
-                      for name in (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, CONTROLLERS_HOOK)}
+                      for name in (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK,
+                                   CONTROLLERS_HOOK)}
         self._tasks: list[asyncio.Task[None]] = []
         self.apiextensions = GenericAPIServer("apiextensions-apiserver")
         self.kube = GenericAPIServer("kube-apiserver", self.apiextensions.handle)
@@ -60,12 +71,13 @@ class Gateway:
         self.core = install_kube_core(self.kube, self.factory,
                                       min_request_timeout=options.min_request_timeout,
                                       stopping=self.stopping)
+        self.security = self._install_security()
         self.discovery = Discovery(self.api_groups)
         self.openapi = OpenAPI(self.api_resources)
         self._install_non_resource_paths()
         self.in_flight = InFlightRequests()
         self.handler: Handler = build_handler_chain(self.aggregator.handle, self.in_flight,
-                                                    self.metrics)
+                                                    self.metrics, self.security)
 
     @property
     def storage_description(self) -> str:
@@ -88,6 +100,63 @@ class Gateway:
 
     def api_resources(self) -> list[ResourceDef]:
         return [r for server in self.servers() for r in server.api_resources]
+
+    # -- security -------------------------------------------------------------------------
+
+    def _install_security(self) -> Security:
+        """Authenticators and authorizer, the review APIs, tokens for service accounts, and
+        the escalation checks on RBAC objects."""
+        core = self.core
+        self.rbac = RBAC(RBACCaches(
+            core.store("roles", "rbac.authorization.k8s.io").cacher,
+            core.store("clusterroles", "rbac.authorization.k8s.io").cacher,
+            core.store("rolebindings", "rbac.authorization.k8s.io").cacher,
+            core.store("clusterrolebindings", "rbac.authorization.k8s.io").cacher))
+        security = build_security(self.options, self.rbac, self._uid_of)
+        for resource, endpoints in (
+            (authn_reviews.TOKEN_REVIEWS, authn_reviews.token_review(
+                security.token_authenticators, security.api_audiences)),
+            (authn_reviews.SELF_SUBJECT_REVIEWS, authn_reviews.self_subject_review()),
+            (authz_reviews.SUBJECT_ACCESS_REVIEWS,
+             authz_reviews.subject_access_review(security.authorize)),
+            (authz_reviews.SELF_SUBJECT_ACCESS_REVIEWS,
+             authz_reviews.self_subject_access_review(security.authorize)),
+            (authz_reviews.LOCAL_SUBJECT_ACCESS_REVIEWS,
+             authz_reviews.local_subject_access_review(security.authorize)),
+            (authz_reviews.SELF_SUBJECT_RULES_REVIEWS, authz_reviews.self_subject_rules_review(
+                security.rbac, "AlwaysAllow" in security.modes)),
+        ):
+            self.kube.install_api(resource, endpoints)
+        core.endpoints["serviceaccounts"].subresource_handlers["token"] = \
+            token_request_handler(core.store("serviceaccounts"), security.tokens, self._uid_of)
+        if security.rbac is not None:
+            check = EscalationCheck(self.rbac, security.authorize)
+            for plural in ("roles", "clusterroles"):
+                core.store(plural, "rbac.authorization.k8s.io").admission.append(
+                    check.role_hook(plural))
+            for plural in ("rolebindings", "clusterrolebindings"):
+                core.store(plural, "rbac.authorization.k8s.io").admission.append(
+                    check.binding_hook(plural))
+        return security
+
+    async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
+        """The uid of a service account or secret (tokens are bound to them), or None."""
+        plural = {"ServiceAccount": "serviceaccounts", "Secret": "secrets"}.get(kind)
+        if plural is None:
+            return None
+        store = self.core.store(plural)
+        try:
+            if store.cacher.ready:
+                cached = await store.cacher.get_cached(store.resource.key(namespace, name))
+                return cached["metadata"].get("uid")
+        except StorageError:
+            pass
+        try:
+            return (await store.get(namespace, name))["metadata"].get("uid")
+        except status.StatusError as err:
+            if err.code == 404:
+                return None
+            raise
 
     # -- non-resource paths -----------------------------------------------------------------
 
@@ -139,10 +208,25 @@ class Gateway:
         self.hooks[CACHES_HOOK].set(True)
         await self._ensure_system_namespaces()
         self.hooks[SYSTEM_NAMESPACES_HOOK].set(True)
+        group = "rbac.authorization.k8s.io"
+        policy = PolicyController({
+            "ClusterRole": self.core.store("clusterroles", group),
+            "ClusterRoleBinding": self.core.store("clusterrolebindings", group),
+            "Role": self.core.store("roles", group),
+            "RoleBinding": self.core.store("rolebindings", group)})
+        await _retrying(policy.ensure_all, "bootstrapping RBAC")
+        self.hooks[RBAC_HOOK].set(True)
+        await _retrying(lambda: publish_auth_configmap(self.core.store("configmaps"),
+                                                       self.options),
+                        "publishing the authentication ConfigMap")
         loop = asyncio.get_running_loop()
-        controller = NamespaceController(self.core.namespaces, self.core.namespaced)
-        reaper = EventReaper(self.core.store("events"), self.options.event_ttl)
-        self._tasks += [loop.create_task(controller.run()), loop.create_task(reaper.run())]
+        controllers = [
+            NamespaceController(self.core.namespaces, self.core.namespaced).run(),
+            EventReaper(self.core.store("events"), self.options.event_ttl).run(),
+            policy.run(),
+            AggregationController(self.core.store("clusterroles", group)).run(),
+        ]
+        self._tasks += [loop.create_task(c) for c in controllers]
         self.hooks[CONTROLLERS_HOOK].set(True)
         log.info("gateway ready", storage=self.storage_description)
 
@@ -176,3 +260,16 @@ class Gateway:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.factory.close()
         await self.storage.close()
+
+
+async def _retrying(work, what: str) -> None:
+    """Run start-up ``work`` until it succeeds (the store may still be settling)."""
+    delay = 0.2
+    while True:
+        try:
+            await work()
+            return
+        except (StorageError, status.StatusError) as err:
+            log.warning(f"{what} failed; retrying", error=str(err))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

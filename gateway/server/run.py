@@ -17,6 +17,8 @@ import structlog
 from aiohttp import web
 
 from gateway import pki
+from gateway.auth.authn.serviceaccount import KeyFileError
+from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
 from gateway.server.apiserver import Gateway
 from gateway.server.tls import server_ssl_context
@@ -86,7 +88,12 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     except (OSError, ValueError) as err:
         raise StartupError(f"--tls-cert-file/--tls-private-key-file: cannot load: {err}") from None
 
-    gateway = Gateway(options)
+    try:
+        gateway = Gateway(options)
+    except (TokenFileError, KeyFileError, pki.PKIError) as err:
+        raise StartupError(str(err)) from None
+    except OSError as err:
+        raise StartupError(f"{err.filename}: {err.strerror}") from None
     try:
         await gateway.start()
     except StorageError as err:

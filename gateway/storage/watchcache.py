@@ -381,6 +381,14 @@ class Cacher:
             items = [obj for obj in items if predicate(obj)]
         return ListResult(items=items, revision=self.revision)
 
+    def objects(self, prefix: str = "") -> list[Object]:
+        """The cached objects under ``prefix`` (all of the resource by default), unsorted.
+
+        For in-process readers (authorizers, controllers) that want the current state at once;
+        the objects are shared and must not be changed."""
+        prefix = prefix or self.prefix
+        return [obj for key, obj in self._objects.items() if key.startswith(prefix)]
+
     async def get_cached(self, key: str, *, min_revision: int = 0) -> Object:
         await self.wait_fresh(min_revision)
         try:

@@ -1,0 +1,1 @@
+"""The authentication.k8s.io group: token and self-subject reviews."""

@@ -1,0 +1,1 @@
+"""The authorization.k8s.io group: access and rules reviews."""

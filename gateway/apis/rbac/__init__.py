@@ -1,0 +1,1 @@
+"""The rbac.authorization.k8s.io group."""

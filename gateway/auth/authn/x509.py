@@ -1,0 +1,121 @@
+"""Client certificates: verified here, not in the TLS handshake, as kube-apiserver does it.
+
+The handshake asks for a certificate and accepts any (see gateway.server.tls); this module
+checks it against a CA bundle (chain, validity, client-auth usage). A certificate from another
+CA is an authentication error (401), not a failed connection. Results are cached per
+certificate, since a connection shows the same one on every request.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import OrderedDict
+from pathlib import Path
+
+from aiohttp import web
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from gateway.auth.authn import Authenticated, AuthenticationError
+from gateway.auth.user import UserInfo
+from gateway.pki import load_pem_certificates
+
+_CACHE_SIZE = 1024
+
+
+def peer_certificate(request: web.BaseRequest) -> bytes | None:
+    """The DER of the client's certificate, if it showed one."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    return ssl_object.getpeercert(binary_form=True)
+
+
+class CertificateVerifier:
+    """Verifies client certificates against one CA bundle; remembers the outcome."""
+
+    def __init__(self, ca_file: Path) -> None:
+        self.cas = load_pem_certificates(ca_file)
+        self._cache: OrderedDict[bytes, tuple[x509.Certificate | None, str, float]] = \
+            OrderedDict()
+
+    def verify(self, der: bytes) -> x509.Certificate:
+        """The certificate, if it chains to the bundle; AuthenticationError otherwise."""
+        now = datetime.datetime.now(datetime.UTC).timestamp()
+        cached = self._cache.get(der)
+        if cached is not None and now < cached[2]:
+            self._cache.move_to_end(der)
+            if cached[0] is None:
+                raise AuthenticationError(cached[1])
+            return cached[0]
+        cert, error, until = self._check(der, now)
+        self._cache[der] = (cert, error, until)
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        if cert is None:
+            raise AuthenticationError(error)
+        return cert
+
+    def _check(self, der: bytes, now: float) -> tuple[x509.Certificate | None, str, float]:
+        try:
+            cert = x509.load_der_x509_certificate(der)
+        except ValueError as err:
+            return None, f"unreadable client certificate: {err}", now + 60
+        error = self._problem(cert, now)
+        if error:
+            return None, f"client certificate not verified: {error}", now + 60
+        return cert, "", min(now + 300, cert.not_valid_after_utc.timestamp())
+
+    def _problem(self, cert: x509.Certificate, now: float) -> str:
+        """Why ``cert`` is not a client certificate issued by the bundle ("" when it is).
+
+        The certificate must be signed by one of the bundle's CAs directly (intermediate CAs
+        are not followed), be within its validity, and allow client authentication.
+        """
+        if not cert.not_valid_before_utc.timestamp() <= now <= \
+                cert.not_valid_after_utc.timestamp():
+            return "outside its validity period"
+        try:
+            usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+            if ExtendedKeyUsageOID.CLIENT_AUTH not in usages and \
+                    ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE not in usages:
+                return "not allowed for client authentication"
+        except x509.ExtensionNotFound:
+            pass
+        for ca in self.cas:
+            if ca.subject != cert.issuer:
+                continue
+            try:
+                cert.verify_directly_issued_by(ca)
+            except (ValueError, TypeError, InvalidSignature):
+                continue
+            return ""
+        return "signed by an unknown authority"
+
+
+def common_name(cert: x509.Certificate) -> str:
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""
+
+
+def organizations(cert: x509.Certificate) -> tuple[str, ...]:
+    return tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(
+        NameOID.ORGANIZATION_NAME))
+
+
+def x509_authenticator(verifier: CertificateVerifier):
+    """user = the certificate's CN, groups = its O values (kube's x509 authenticator)."""
+
+    async def authenticate(request: web.BaseRequest) -> Authenticated | None:
+        der = peer_certificate(request)
+        if not der:
+            return None
+        cert = verifier.verify(der)
+        name = common_name(cert)
+        if not name:
+            raise AuthenticationError("client certificate has no common name")
+        return Authenticated(UserInfo(name, groups=organizations(cert)))
+
+    return authenticate

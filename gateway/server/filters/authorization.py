@@ -1,0 +1,20 @@
+"""Authorize every request against the configured modes, or answer 403 with kube's words."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
+from gateway.auth.context import request_user
+from gateway.server.genericapiserver import REQUEST_INFO, Handler
+
+
+def with_authorization(handler: Handler, authorize: Authorizer) -> Handler:
+    async def authorization_filter(request: web.BaseRequest) -> web.StreamResponse:
+        attributes = Attributes.of_request(request_user(request), request[REQUEST_INFO])
+        decision, reason = await authorize(attributes)
+        if decision is not Decision.ALLOW:
+            raise forbidden(attributes, reason)
+        return await handler(request)
+
+    return authorization_filter

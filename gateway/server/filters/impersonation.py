@@ -1,0 +1,101 @@
+"""Impersonation: act as another user when allowed to (kube's Impersonate-* headers).
+
+Each requested attribute needs the ``impersonate`` verb: on users (or the service account),
+groups, uids and userextras/<key>. Groups or extras without a user are a bad request. The
+headers are removed afterwards; the impersonated user replaces the requester, who is kept for
+the audit log.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
+from gateway.auth.context import REQUESTER, USER, request_user
+from gateway.auth.user import (
+    ANONYMOUS,
+    AUTHENTICATED,
+    UNAUTHENTICATED,
+    UserInfo,
+    parse_service_account,
+    service_account_user,
+)
+from gateway.endpoints import status
+from gateway.server.genericapiserver import Handler
+
+USER_HEADER, GROUP_HEADER, UID_HEADER = "Impersonate-User", "Impersonate-Group", "Impersonate-Uid"
+EXTRA_PREFIX = "Impersonate-Extra-"
+AUTH_GROUP = "authentication.k8s.io"
+
+
+def _requested(request: web.BaseRequest) -> tuple[str, list[str], str, dict[str, list[str]]]:
+    extra: dict[str, list[str]] = {}
+    for header, value in request.headers.items():
+        if header.lower().startswith(EXTRA_PREFIX.lower()):
+            key = unquote(header[len(EXTRA_PREFIX):]).lower()
+            extra.setdefault(key, []).append(value)
+    return (request.headers.get(USER_HEADER, ""), request.headers.getall(GROUP_HEADER, []),
+            request.headers.get(UID_HEADER, ""), extra)
+
+
+def _checks(requester: UserInfo, name: str, groups: list[str], uid: str,
+            extra: dict[str, list[str]]) -> list[Attributes]:
+    """One authorization check per impersonated attribute."""
+    account = parse_service_account(name)
+    checks = [Attributes(requester, "impersonate", True, account[0], "", "",
+                         "serviceaccounts", "", account[1]) if account else
+              Attributes(requester, "impersonate", True, "", "", "", "users", "", name)]
+    checks += [Attributes(requester, "impersonate", True, "", "", "", "groups", "", g)
+               for g in groups]
+    if uid:
+        checks.append(Attributes(requester, "impersonate", True, "", AUTH_GROUP, "", "uids",
+                                 "", uid))
+    for key, values in extra.items():
+        checks += [Attributes(requester, "impersonate", True, "", AUTH_GROUP, "",
+                              "userextras", key, value) for value in values]
+    return checks
+
+
+def _impersonated(name: str, groups: list[str], uid: str,
+                  extra: dict[str, list[str]]) -> UserInfo:
+    account = parse_service_account(name)
+    if account and not groups:
+        base = service_account_user(*account)
+        return UserInfo(base.name, uid, base.groups, {k: tuple(v) for k, v in extra.items()})
+    all_groups = list(groups)
+    if name == ANONYMOUS:
+        if UNAUTHENTICATED not in all_groups:
+            all_groups.append(UNAUTHENTICATED)
+    elif AUTHENTICATED not in all_groups:
+        all_groups.append(AUTHENTICATED)
+    return UserInfo(name, uid, tuple(all_groups), {k: tuple(v) for k, v in extra.items()})
+
+
+def _strip(request: web.BaseRequest) -> web.BaseRequest:
+    headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                          if not k.lower().startswith("impersonate-"))
+    return request.clone(headers=headers)
+
+
+def with_impersonation(handler: Handler, authorize: Authorizer) -> Handler:
+    async def impersonation_filter(request: web.BaseRequest) -> web.StreamResponse:
+        name, groups, uid, extra = _requested(request)
+        if not (name or groups or uid or extra):
+            return await handler(request)
+        if not name:
+            raise status.bad_request(f"requested {[*groups, *extra, uid]} without "
+                                     "impersonating a user")
+        requester = request_user(request)
+        for check in _checks(requester, name, groups, uid, extra):
+            decision, reason = await authorize(check)
+            if decision is not Decision.ALLOW:
+                raise forbidden(check, reason)
+        clean = _strip(request)
+        clean[REQUESTER] = requester
+        clean[USER] = _impersonated(name, groups, uid, extra)
+        return await handler(clean)
+
+    return impersonation_filter
