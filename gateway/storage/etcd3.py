@@ -64,14 +64,25 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 2**31 - 1),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    # keep pinging an idle watch stream, so a vanished etcd host is noticed, not waited on
+    ("grpc.http2.max_pings_without_data", 0),
     # reconnect quickly once etcd is back, instead of gRPC's default of up to 120 s
     ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.min_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2_000),
+    # this is also gRPC's connect timeout (default 20 s): a host that accepts and then says
+    # nothing fails a connect in 2 s, so reads move on to the next endpoint
+    ("grpc.min_reconnect_backoff_ms", 2_000),
 ]
+#: clientv3.WithRequireLeader: a member cut off from its cluster ends the watch, so it moves on.
+_REQUIRE_LEADER = (("hasleader", "true"),)
 _UNAVAILABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                 grpc.StatusCode.CANCELLED}
+#: gRPC's words for a request that never left this process (so retrying a write is safe).
+_NOT_SENT = ("failed to connect", "connection refused", "dns resolution failed",
+             "name resolution", "empty address list")
+_READ_ONLY = {"Range"}
 _LIST_PAGE_MAX = 10_000
+_WATCH_RETRY_MIN, _WATCH_RETRY_MAX = 0.1, 5.0
 
 
 @dataclass(frozen=True)
@@ -88,21 +99,47 @@ class EtcdConfig:
 
 
 def _map_error(err: grpc.aio.AioRpcError, key: str = "") -> StorageError:
-    """The storage error an etcd failure means."""
-    details = err.details() or str(err.code())
-    if "required revision has been compacted" in details:
-        return TooOldResourceVersionError(0, 0)
+    """The storage error an etcd failure means (etcd's gRPC errors name no revisions)."""
+    details = err.details() or err.code().name
     if "required revision is a future revision" in details:
         return FutureRevisionError(0, 0)
+    if "required revision has been compacted" in details or (
+        err.code() == grpc.StatusCode.OUT_OF_RANGE
+    ):
+        return TooOldResourceVersionError(0, 0)
     if err.code() in _UNAVAILABLE:
         return StorageUnavailableError(f"etcd is unavailable: {details}", key=key)
     return StorageInternalError(f"etcd: {details}", key=key)
+
+
+def _retryable(method: str, err: grpc.aio.AioRpcError) -> bool:
+    """Whether ``err`` lets the request go to the next endpoint: reads always may; a write
+    only when it never reached etcd, or a retried create would report AlreadyExists."""
+    if err.code() != grpc.StatusCode.UNAVAILABLE:
+        return False  # a deadline spent, or a cancel: no time or reason left to try again
+    details = (err.details() or "").lower()
+    return method in _READ_ONLY or any(words in details for words in _NOT_SENT)
+
+
+def _read_pem(path: str | None, what: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise StorageInternalError(f"cannot read the etcd {what} {path}: {err}") from None
+    if b"-----BEGIN " not in data:
+        raise StorageInternalError(f"the etcd {what} {path} holds no PEM data")
+    return data
 
 
 class _Endpoints:
     """One gRPC channel per etcd endpoint; requests fail over to the next on UNAVAILABLE."""
 
     def __init__(self, config: EtcdConfig) -> None:
+        if not config.servers:
+            raise StorageInternalError("no etcd servers given")
         self.targets = [self._target(url) for url in config.servers]
         self.credentials = self._credentials(config)
         self.channels: list[grpc.aio.Channel | None] = [None] * len(self.targets)
@@ -111,31 +148,32 @@ class _Endpoints:
     @staticmethod
     def _target(url: str) -> tuple[str, bool]:
         parsed = urlparse(url)
-        host = parsed.hostname or "localhost"
-        if ":" in host:
-            host = f"[{host}]"
-        return f"{host}:{parsed.port or 2379}", parsed.scheme == "https"
+        try:
+            port = parsed.port or 2379
+        except ValueError:
+            port = 0
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or not port:
+            raise StorageInternalError(
+                f"etcd server {url!r} is not an http://host:port or https://host:port URL"
+            )
+        host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+        return f"{host}:{port}", parsed.scheme == "https"
 
     @staticmethod
     def _credentials(config: EtcdConfig) -> grpc.ChannelCredentials | None:
-        def read(path: str | None, what: str) -> bytes | None:
-            if path is None:
-                return None
-            try:
-                with open(path, "rb") as f:
-                    return f.read()
-            except OSError as err:
-                raise StorageInternalError(f"cannot read the etcd {what} {path}: {err}") from None
-
+        """TLS credentials for https:// servers; the client pair is for client-cert auth."""
+        if (config.cert_file is None) != (config.key_file is None):
+            raise StorageInternalError("an etcd client certificate needs its key, and back")
         if not any(url.startswith("https://") for url in config.servers):
             return None
         return grpc.ssl_channel_credentials(
-            root_certificates=read(config.ca_file, "CA file"),
-            private_key=read(config.key_file, "key file"),
-            certificate_chain=read(config.cert_file, "certificate file"),
+            root_certificates=_read_pem(config.ca_file, "CA file"),
+            private_key=_read_pem(config.key_file, "key file"),
+            certificate_chain=_read_pem(config.cert_file, "certificate file"),
         )
 
     def channel(self, index: int) -> grpc.aio.Channel:
+        """The endpoint's channel, made on first use (gRPC channels connect lazily)."""
         channel = self.channels[index]
         if channel is None:
             target, secure = self.targets[index]
@@ -148,6 +186,7 @@ class _Endpoints:
         return channel
 
     def failed(self, index: int) -> None:
+        """Move on from a failing endpoint (once, however many requests saw it fail)."""
         if index == self.current:
             self.current = (self.current + 1) % len(self.targets)
 
@@ -179,12 +218,12 @@ class EtcdStorage:
     @property
     def endpoints(self) -> _Endpoints:
         if self._endpoints is None:
-            raise StorageUnavailableError("the etcd store is not started")
+            raise StorageUnavailableError("the etcd store is not open")
         return self._endpoints
 
     async def _kv(self, method: str, request: Any, key: str = "",
                   timeout: float | None = None) -> Any:
-        """One KV RPC, failing over across endpoints on UNAVAILABLE."""
+        """One KV RPC with the request timeout, failing over across endpoints."""
         endpoints = self.endpoints
         last: grpc.aio.AioRpcError | None = None
         for _ in range(len(endpoints.targets)):
@@ -195,10 +234,14 @@ class EtcdStorage:
                     request, timeout=timeout or self.config.request_timeout
                 )
             except grpc.aio.AioRpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise _map_error(err, key) from None
                 last = err
+                if err.code() not in _UNAVAILABLE:
+                    break
                 endpoints.failed(index)
+                if not _retryable(method, err):
+                    break
+            except grpc.aio.UsageError:  # the channel was closed under the request
+                raise StorageUnavailableError("the etcd store is closed", key=key) from None
         assert last is not None
         raise _map_error(last, key) from None
 
@@ -222,24 +265,62 @@ class EtcdStorage:
         kvs = resp.responses[0].response_range.kvs
         return False, (kvs[0].mod_revision, kvs[0].value) if kvs else None
 
+    async def _revision_or_zero(self) -> int:
+        """The current revision for an error message; 0 when etcd cannot say."""
+        try:
+            return await self.current_revision()
+        except StorageError:
+            return 0
+
+    async def _compacted_revision(self) -> int:
+        """etcd names its compaction point only to a watch that starts before it: open one
+        from revision 1 on a key nobody writes (error paths only; 0 when it cannot say)."""
+        try:
+            call = rpc.WatchStub(self.endpoints.channel(self.endpoints.current)).Watch()
+        except StorageError:
+            return 0
+        create = rpc.WatchCreateRequest(key=self._full("/\x00compaction-probe"), start_revision=1)
+        try:
+            async with asyncio.timeout(min(self.config.request_timeout, 2.0)):
+                await call.write(rpc.WatchRequest(create_request=create))
+                while (resp := await call.read()) is not grpc.aio.EOF:
+                    if resp.compact_revision or resp.canceled:
+                        return resp.compact_revision
+        except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError):
+            pass
+        finally:
+            call.cancel()
+        return 0
+
+    async def _too_old(self, requested: int, compacted: int = 0) -> TooOldResourceVersionError:
+        """A TooOld error with etcd's compaction point and current revision filled in."""
+        compacted = compacted or await self._compacted_revision()
+        return TooOldResourceVersionError(requested, compacted, await self._revision_or_zero())
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Check the configuration; no connection yet (channels connect on first use)."""
         self._endpoints = _Endpoints(self.config)
         if self.config.compaction_interval > 0:
             self._compactor = asyncio.get_running_loop().create_task(self._compact_loop())
 
     async def close(self) -> None:
+        """End every watch (its consumer sees the end of the stream), then the channels."""
         if self._compactor is not None:
             self._compactor.cancel()
             await asyncio.gather(self._compactor, return_exceptions=True)
-        for watch in list(self._watches):
+            self._compactor = None
+        watches, self._watches = list(self._watches), set()
+        for watch in watches:
             watch.close()
-        self._watches.clear()
+        await asyncio.gather(*(w.task for w in watches if w.task), return_exceptions=True)
         if self._endpoints is not None:
-            await self._endpoints.close()
+            endpoints, self._endpoints = self._endpoints, None
+            await endpoints.close()
 
     async def check_health(self) -> None:
+        """A linearizable read of one key: it answers only with a leader and a quorum."""
         try:
             await self._kv("Range", rpc.RangeRequest(key=self._full("/health")), timeout=2.0)
         except StorageError as err:
@@ -272,26 +353,20 @@ class EtcdStorage:
         revision: int = 0,
         predicate: Predicate | None = None,
     ) -> ListResult:
+        """Range pages at one revision; with a predicate, fetch (doubling) pages until
+        ``limit`` items match or the range ends, as kube's etcd3 store does."""
         full_prefix = self.prefix + prefix
         start = full_prefix
         if continue_token:
             token = continuetoken.decode(continue_token)
             start, revision = full_prefix + token.start_key, token.revision
         end = prefix_end(full_prefix).encode()
-        page = limit
-        items: list[Object] = []
-        more, last, count = False, "", 0
+        page, items = limit, []
+        more, last, count = False, "", -1
         while True:
-            request = rpc.RangeRequest(key=start.encode(), range_end=end, limit=page,
-                                       revision=revision)
-            try:
-                resp = await self._kv("Range", request)
-            except TooOldResourceVersionError:
-                raise TooOldResourceVersionError(revision, 0) from None
-            except FutureRevisionError:
-                raise FutureRevisionError(revision, await self.current_revision()) from None
+            resp = await self._range(start, end, page, revision)
             revision = revision or resp.header.revision
-            count = count or resp.count
+            count = resp.count if count < 0 else count
             taken, full = self._take(resp.kvs, items, limit, predicate)
             if taken:
                 last = resp.kvs[taken - 1].key.decode()
@@ -308,6 +383,17 @@ class EtcdStorage:
             if predicate is None:
                 result.remaining = count - len(items)
         return result
+
+    async def _range(self, start: str, end: bytes, limit: int, revision: int) -> Any:
+        """One Range of a list, with the revision named in TooOld and FutureRevision."""
+        request = rpc.RangeRequest(key=start.encode(), range_end=end, limit=limit,
+                                   revision=revision)
+        try:
+            return await self._kv("Range", request)
+        except TooOldResourceVersionError:
+            raise await self._too_old(revision) from None
+        except FutureRevisionError:
+            raise FutureRevisionError(revision, await self._revision_or_zero()) from None
 
     def _take(self, kvs: Any, items: list[Object], limit: int,
               predicate: Predicate | None) -> tuple[int, bool]:
@@ -369,12 +455,13 @@ class EtcdStorage:
         )
 
     async def compact(self, revision: int) -> None:
+        """etcd's (logical) compaction of the whole store; already compacted is done."""
         try:
             await self._kv("Compact", rpc.CompactionRequest(revision=revision))
         except TooOldResourceVersionError:
             return  # already compacted past it
         except FutureRevisionError:
-            raise FutureRevisionError(revision, await self.current_revision()) from None
+            raise FutureRevisionError(revision, await self._revision_or_zero()) from None
         log.info("etcd compacted", revision=revision)
 
     async def _compact_loop(self) -> None:
@@ -408,6 +495,7 @@ class EtcdStorage:
     # -- watch ----------------------------------------------------------------------------
 
     async def watch(self, prefix: str, *, revision: int = 0) -> QueueWatch:
+        """A watch whose stream etcd has created (TooOld at once when compacted)."""
         watch = _EtcdWatch(self, prefix, revision)
         await watch.establish()
         self._watches.add(watch)
@@ -427,6 +515,7 @@ class EtcdStorage:
                 revision=kv.mod_revision,
                 prev_object=None if created else previous,
             )
+        # no prev_kv only when etcd compacted it away before this watcher caught up
         last = codec.decode(prev.value, kv.mod_revision, key) if prev.value else {
             "metadata": {"name": key.rsplit("/", 1)[-1],
                          "resourceVersion": str(kv.mod_revision)}}
@@ -434,7 +523,11 @@ class EtcdStorage:
 
 
 class _EtcdWatch:
-    """One storage watch on one gRPC Watch stream, resumed after stream failures."""
+    """One storage watch on one gRPC Watch stream, resumed after stream failures.
+
+    ``next_revision`` is the first revision not yet delivered: a new stream starts there, so
+    a resumed watch neither loses nor repeats an event.
+    """
 
     def __init__(self, store: EtcdStorage, prefix: str, revision: int) -> None:
         self.store = store
@@ -444,6 +537,9 @@ class _EtcdWatch:
                                 on_progress=self.request_progress)
         self.call: Any = None
         self.task: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()  # gRPC allows one write at a time per stream
+        self._progress_wanted = False  # a progress request not yet answered
+        self._streamed = False  # the current stream delivered something
 
     def _create_request(self) -> rpc.WatchRequest:
         create = rpc.WatchCreateRequest(
@@ -458,112 +554,133 @@ class _EtcdWatch:
     async def _probe_compaction(self) -> None:
         """etcd reports a compacted start revision only after creating the watch; a range
         read at that revision tells at once, so watch() can raise TooOld itself."""
-        if self.next_revision <= 0:
+        if self.next_revision <= 1:
             return
         probe = rpc.RangeRequest(key=self.full_prefix, revision=self.next_revision,
                                  count_only=True)
         try:
             await self.store._kv("Range", probe)
         except TooOldResourceVersionError:
-            raise TooOldResourceVersionError(self.next_revision - 1, 0) from None
+            raise await self.store._too_old(self.next_revision - 1) from None
         except FutureRevisionError:
             pass  # a watch may start ahead of the store: it waits
 
     async def establish(self) -> None:
-        """Open the stream and wait until etcd created the watch (TooOld if compacted)."""
+        """Open a stream, on the first endpoint that answers, and wait until etcd created
+        the watch (TooOld if compacted)."""
         await self._probe_compaction()
         endpoints = self.store.endpoints
-        last: grpc.aio.AioRpcError | None = None
+        problem = "no endpoint"
         for _ in range(len(endpoints.targets)):
             index = endpoints.current
-            call = rpc.WatchStub(endpoints.channel(index)).Watch()
             try:
-                await call.write(self._create_request())
-                resp = await asyncio.wait_for(call.read(), self.store.config.request_timeout)
+                self.call = await self._open(endpoints.channel(index))
             except grpc.aio.AioRpcError as err:
-                call.cancel()
-                if err.code() != grpc.StatusCode.UNAVAILABLE:
+                if err.code() not in _UNAVAILABLE:
                     raise _map_error(err) from None
-                last = err
-                endpoints.failed(index)
-                continue
+                problem = err.details() or err.code().name
             except TimeoutError:
-                call.cancel()
-                raise StorageUnavailableError("etcd did not create the watch in time") from None
-            if resp is grpc.aio.EOF or not resp.created:
-                call.cancel()
+                problem = "etcd did not create the watch in time"
+            else:
+                if self._progress_wanted:
+                    await self.request_progress()
+                return
+            endpoints.failed(index)
+        raise StorageUnavailableError(f"etcd is unavailable: {problem}")
+
+    async def _open(self, channel: grpc.aio.Channel) -> Any:
+        """A Watch stream whose ``created`` answer has arrived."""
+        call = rpc.WatchStub(channel).Watch(metadata=_REQUIRE_LEADER)
+        try:
+            async with asyncio.timeout(self.store.config.request_timeout):
+                await call.write(self._create_request())
+                resp = await call.read()
+            if resp is grpc.aio.EOF:
                 raise StorageUnavailableError("etcd closed the watch stream at its start")
-            if resp.canceled or resp.compact_revision:
-                call.cancel()
-                raise TooOldResourceVersionError(
-                    max(self.next_revision - 1, 0), resp.compact_revision
-                )
-            if self.next_revision == 0:  # "from now": resume after what etcd had then
-                self.next_revision = resp.header.revision + 1
-            self.call = call
-            return
-        assert last is not None
-        raise _map_error(last) from None
+            if resp.canceled or not resp.created:
+                raise await self._refused(resp)
+        except BaseException:
+            call.cancel()
+            raise
+        if self.next_revision == 0:  # "from now": resume after what etcd had then
+            self.next_revision = resp.header.revision + 1
+        return call
+
+    async def _refused(self, resp: Any) -> StorageError:
+        if resp.compact_revision:
+            return await self.store._too_old(max(self.next_revision - 1, 0),
+                                             resp.compact_revision)
+        return StorageInternalError(f"etcd refused the watch: {resp.cancel_reason or resp}")
 
     def run(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._follow())
 
     async def _follow(self) -> None:
-        delay = 0.1
+        """Deliver events; on a broken stream, resume with capped exponential back-off."""
+        delay = _WATCH_RETRY_MIN
         try:
             while not self.queue.done:
-                try:
-                    await self._read_stream()
-                    delay = 0.1
-                except (grpc.aio.AioRpcError, StorageUnavailableError) as err:
-                    log.info("etcd watch interrupted; resuming", prefix=self.full_prefix.decode(),
-                             from_revision=self.next_revision, error=str(err).splitlines()[0])
-                if self.queue.done:
-                    return
+                if self.call is not None:
+                    await self._read_until_broken()
+                    if self.queue.done:
+                        return
+                if self._streamed:  # the last stream worked: a fresh failure, retry soon
+                    delay, self._streamed = _WATCH_RETRY_MIN, False
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, _WATCH_RETRY_MAX)
                 with contextlib.suppress(StorageUnavailableError):
-                    await self._reestablish()
-        except TooOldResourceVersionError as err:
-            self.queue.finish(err)
-        except StorageError as err:
+                    await self.establish()
+        except StorageError as err:  # compacted while away, or a refusal retries cannot fix
             self.queue.finish(err)
         finally:
             self._cancel_call()
             self.store._watches.discard(self)
 
-    async def _reestablish(self) -> None:
+    async def _read_until_broken(self) -> None:
+        try:
+            await self._read_stream()
+        except (grpc.aio.AioRpcError, StorageUnavailableError) as err:
+            log.info("etcd watch interrupted; resuming", prefix=self.full_prefix.decode(),
+                     from_revision=self.next_revision, error=str(err).splitlines()[0])
         self._cancel_call()
-        await self.establish()
 
     async def _read_stream(self) -> None:
-        if self.call is None:
-            raise StorageUnavailableError("no watch stream")
+        """Read responses until the consumer is done (return) or the stream fails (raise)."""
         while True:
             resp = await self.call.read()
             if resp is grpc.aio.EOF:
                 raise StorageUnavailableError("etcd ended the watch stream")
+            self._streamed = True
             if resp.canceled:
                 if resp.compact_revision:
-                    raise TooOldResourceVersionError(self.next_revision - 1,
-                                                     resp.compact_revision)
+                    raise await self.store._too_old(self.next_revision - 1,
+                                                    resp.compact_revision)
                 raise StorageUnavailableError(f"etcd canceled the watch: {resp.cancel_reason}")
             if resp.events:
                 for event in resp.events:
                     if not await self.queue.put(self.store._event(event)):
                         return
                     self.next_revision = event.kv.mod_revision + 1
-            elif not resp.created:  # a progress notification: nothing before it is pending
-                revision = resp.header.revision
-                self.next_revision = max(self.next_revision, revision + 1)
-                mark = WatchEvent(EventType.BOOKMARK, "", None, revision)
-                if not await self.queue.put(mark):
-                    return
+            elif not resp.created and not await self._progress(resp.header.revision):
+                return
+
+    async def _progress(self, revision: int) -> bool:
+        """A progress notification: every event up to ``revision`` was sent; a BOOKMARK."""
+        self._progress_wanted = False
+        self.next_revision = max(self.next_revision, revision + 1)
+        return await self.queue.put(WatchEvent(EventType.BOOKMARK, "", None, revision))
 
     async def request_progress(self) -> None:
-        if self.call is not None:
-            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError):
-                await self.call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
+        """Ask etcd for a progress notification; asked again on the next stream if this one
+        breaks before the answer."""
+        self._progress_wanted = True
+        call = self.call
+        if call is None:
+            return
+        async with self._write_lock:
+            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError,
+                                     asyncio.InvalidStateError):
+                await call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
 
     def _cancel_call(self) -> None:
         if self.call is not None:
@@ -571,6 +688,7 @@ class _EtcdWatch:
             self.call = None
 
     def close(self) -> None:
+        """The consumer stopped, or the store closes: end the queue and the stream."""
         self.queue.finish()
         if self.task is not None and not self.task.done():
             self.task.cancel()

