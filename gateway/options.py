@@ -260,6 +260,12 @@ class ServeOptions:
         self._validate_pairs()
         self._validate_files()
         self._validate_etcd()
+        for pattern in self.cors_allowed_origins:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise OptionsError(f"--cors-allowed-origins: {pattern!r} is not a regular "
+                                   f"expression: {err}") from None
         if self.log_format not in LOG_FORMATS:
             raise OptionsError(
                 f"--log-format: unknown format {self.log_format!r} (json or console)"

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from gateway.auth.audit.events import note_request_object, note_response_object
 from gateway.auth.context import request_user
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints import patch as patches
@@ -117,6 +118,7 @@ class ResourceEndpoints:
     def _answer(self, request: web.BaseRequest, obj: Any, code: int,
                 options: WriteOptions | None = None) -> web.Response:
         media = self._media(request)
+        note_response_object(request, obj)
         headers = {}
         if options is not None and options.warnings:
             headers["Warning"] = ", ".join(
@@ -128,6 +130,7 @@ class ResourceEndpoints:
     async def get(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         media = self._media(request)
         obj = await self.store.get(info.namespace, info.name)
+        note_response_object(request, obj)
         return respond(self._render_one(request, obj, media), media)
 
     def _list_options(self, request: web.BaseRequest, *, watch: bool) -> ListOptions:
@@ -194,7 +197,9 @@ class ResourceEndpoints:
                             subresource=info.subresource, user=request_user(request))
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
-        return decode_object(await read_body(request), body_media_type(request))
+        obj = decode_object(await read_body(request), body_media_type(request))
+        note_request_object(request, obj)
+        return obj
 
     async def create(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.name:

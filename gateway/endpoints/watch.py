@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.auth.audit.events import record
 from gateway.endpoints import status
 from gateway.endpoints.negotiation import MediaType
 from gateway.storage.codec import dumps
@@ -178,6 +179,9 @@ async def stream(request: web.BaseRequest, events: Any, encoder: WatchEncoder,
     response.enable_chunked_encoding()
     await response.prepare(request)
     request["gateway.response_started"] = True
+    audit = record(request)
+    if audit is not None:
+        audit.emit("ResponseStarted", responseStatus={"metadata": {}, "code": 200})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     stop_task = asyncio.ensure_future(stopping.wait()) if stopping is not None else None

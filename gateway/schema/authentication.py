@@ -37,14 +37,14 @@ define(f"{V1}.TokenReviewStatus", obj(
     audiences=array(string(), "Audiences the token was accepted for.", list_type="atomic"),
     authenticated=boolean("Whether the token is valid."),
     error=string("Why the token was not accepted."),
-    user=ref(f"{V1}.UserInfo"),
+    user=ref(f"{V1}.UserInfo", "The user the token belongs to."),
 ))
 define_kind(f"{V1}.TokenReview", GROUP, "v1", "TokenReview",
             "Asks the server whether a token is valid and whose it is.",
             required=("spec",),
             spec=ref(f"{V1}.TokenReviewSpec"), status=ref(f"{V1}.TokenReviewStatus"))
 define(f"{V1}.SelfSubjectReviewStatus", obj(
-    "Who the requester is.", userInfo=ref(f"{V1}.UserInfo")))
+    "Who the requester is.", userInfo=ref(f"{V1}.UserInfo", "The requester.")))
 define_kind(f"{V1}.SelfSubjectReview", GROUP, "v1", "SelfSubjectReview",
             "Asks the server who the requester is (kubectl auth whoami).",
             status=ref(f"{V1}.SelfSubjectReviewStatus"))

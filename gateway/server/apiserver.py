@@ -35,7 +35,7 @@ from gateway.registry.store import WriteOptions
 from gateway.server.discovery import Discovery, GroupVersions
 from gateway.server.filters.draining import InFlightRequests
 from gateway.server.genericapiserver import GenericAPIServer, Handler
-from gateway.server.handler_chain import build_handler_chain
+from gateway.server.handler_chain import Audit, build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
 from gateway.server.metrics import Metrics, StorageTimer
 from gateway.server.openapi import OpenAPI
@@ -76,8 +76,10 @@ class Gateway:
         self.openapi = OpenAPI(self.api_resources)
         self._install_non_resource_paths()
         self.in_flight = InFlightRequests()
-        self.handler: Handler = build_handler_chain(self.aggregator.handle, self.in_flight,
-                                                    self.metrics, self.security)
+        self.audit = Audit.from_options(options)
+        self.handler: Handler = build_handler_chain(self.aggregator.handle, options,
+                                                    self.in_flight, self.metrics, self.security,
+                                                    self.audit)
 
     @property
     def storage_description(self) -> str:
@@ -260,6 +262,8 @@ class Gateway:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.factory.close()
         await self.storage.close()
+        if self.audit is not None:
+            self.audit.log.close()
 
 
 async def _retrying(work, what: str) -> None:

@@ -2,16 +2,27 @@
 
 Outermost first, as kube-apiserver's DefaultBuildHandlerChain: request id (kube's audit ID),
 panic recovery with the request log line, request info, metrics, in-flight tracking for a
-graceful stop, authentication, impersonation, authorization; then the server chain.
+graceful stop, Cache-Control, the request deadline, CORS, authentication, audit,
+impersonation, the in-flight limits, authorization; then the server chain.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from gateway.auth.audit.backend import AuditLog
+from gateway.auth.audit.policy import Policy, load_policy
 from gateway.auth.security import Security
+from gateway.options import ServeOptions
+from gateway.server.filters.audit import audit_failed_authentication, with_audit
 from gateway.server.filters.authentication import with_authentication
 from gateway.server.filters.authorization import with_authorization
+from gateway.server.filters.cors import with_cors
 from gateway.server.filters.draining import InFlightRequests, with_drain_tracking
 from gateway.server.filters.impersonation import with_impersonation
+from gateway.server.filters.limits import with_cache_control, with_max_in_flight, with_timeout
 from gateway.server.filters.metrics import with_metrics
 from gateway.server.filters.recovery import with_panic_recovery
 from gateway.server.filters.requestid import with_request_id
@@ -20,13 +31,44 @@ from gateway.server.genericapiserver import Handler
 from gateway.server.metrics import Metrics
 
 
-def build_handler_chain(handler: Handler, in_flight: InFlightRequests, metrics: Metrics,
-                        security: Security) -> Handler:
+@dataclass
+class Audit:
+    """What --audit-log-path and --audit-policy-file configure."""
+
+    policy: Policy
+    log: AuditLog
+
+    @classmethod
+    def from_options(cls, options: ServeOptions) -> Audit | None:
+        """None when auditing is off; PolicyError when the policy file is not one."""
+        if not options.audit_log_path:
+            return None
+        policy = load_policy(options.audit_policy_file) if options.audit_policy_file \
+            else Policy()
+        log = AuditLog(options.audit_log_path, max_size_mb=options.audit_log_maxsize,
+                       max_backups=options.audit_log_maxbackup,
+                       max_age_days=options.audit_log_maxage)
+        return cls(policy, log)
+
+    def failed_authentication(self, request: web.BaseRequest) -> None:
+        audit_failed_authentication(request, self.policy, self.log)
+
+
+def build_handler_chain(handler: Handler, options: ServeOptions, in_flight: InFlightRequests,
+                        metrics: Metrics, security: Security, audit: Audit | None) -> Handler:
     handler = with_authorization(handler, security.authorize)
+    handler = with_max_in_flight(handler, options.max_requests_inflight,
+                                 options.max_mutating_requests_inflight)
     handler = with_impersonation(handler, security.authorize)
+    if audit is not None:
+        handler = with_audit(handler, audit.policy, audit.log)
     handler = with_authentication(handler, security.authenticators,
                                   anonymous=security.anonymous,
-                                  front_proxy=security.front_proxy)
+                                  front_proxy=security.front_proxy,
+                                  on_failure=audit.failed_authentication if audit else None)
+    handler = with_cors(handler, options.cors_allowed_origins)
+    handler = with_timeout(handler, options.request_timeout)
+    handler = with_cache_control(handler)
     handler = with_drain_tracking(handler, in_flight)
     handler = with_metrics(handler, metrics)
     handler = with_request_info(handler)

@@ -17,6 +17,7 @@ import structlog
 from aiohttp import web
 
 from gateway import pki
+from gateway.auth.audit.policy import PolicyError
 from gateway.auth.authn.serviceaccount import KeyFileError
 from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
@@ -90,7 +91,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
 
     try:
         gateway = Gateway(options)
-    except (TokenFileError, KeyFileError, pki.PKIError) as err:
+    except (TokenFileError, KeyFileError, pki.PKIError, PolicyError) as err:
         raise StartupError(str(err)) from None
     except OSError as err:
         raise StartupError(f"{err.filename}: {err.strerror}") from None

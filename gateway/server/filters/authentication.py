@@ -7,6 +7,8 @@ a front-proxy header is never trusted past this point.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 from aiohttp import web
 from multidict import CIMultiDict
@@ -38,13 +40,16 @@ def _cleaned(request: web.BaseRequest, front_proxy: RequestHeaderConfig | None) 
 
 
 def with_authentication(handler: Handler, authenticators: list[Authenticator], *,
-                        anonymous: bool, front_proxy: RequestHeaderConfig | None) -> Handler:
+                        anonymous: bool, front_proxy: RequestHeaderConfig | None,
+                        on_failure: Callable[[web.BaseRequest], None] | None = None) -> Handler:
     async def authentication_filter(request: web.BaseRequest) -> web.StreamResponse:
         result = await authenticate(request, authenticators, anonymous)
         if result is None:
             errors = request.get("gateway.authn_errors") or []
             log.info("unable to authenticate the request",
                      reasons=[str(e) for e in errors] or ["no credentials"])
+            if on_failure is not None:
+                on_failure(request)
             return unauthorized().response()
         clean = _cleaned(request, front_proxy)
         clean[USER] = result.user

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.auth.audit.events import record
 from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
 from gateway.auth.context import request_user
 from gateway.server.genericapiserver import REQUEST_INFO, Handler
@@ -13,6 +14,9 @@ def with_authorization(handler: Handler, authorize: Authorizer) -> Handler:
     async def authorization_filter(request: web.BaseRequest) -> web.StreamResponse:
         attributes = Attributes.of_request(request_user(request), request[REQUEST_INFO])
         decision, reason = await authorize(attributes)
+        audit = record(request)
+        if audit is not None:
+            audit.authorized(decision is Decision.ALLOW, reason)
         if decision is not Decision.ALLOW:
             raise forbidden(attributes, reason)
         return await handler(request)

@@ -13,6 +13,7 @@ from urllib.parse import unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
+from gateway.auth.audit.events import record
 from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
 from gateway.auth.context import REQUESTER, USER, request_user
 from gateway.auth.user import (
@@ -96,6 +97,9 @@ def with_impersonation(handler: Handler, authorize: Authorizer) -> Handler:
         clean = _strip(request)
         clean[REQUESTER] = requester
         clean[USER] = _impersonated(name, groups, uid, extra)
+        audit = record(request)
+        if audit is not None:
+            audit.impersonated(clean[USER])
         return await handler(clean)
 
     return impersonation_filter

@@ -1,0 +1,38 @@
+"""CORS for browsers: origins matching --cors-allowed-origins get kube-apiserver's CORS
+headers, and their preflight OPTIONS requests are answered 204 before authentication."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from gateway.server.genericapiserver import Handler
+
+ALLOW_METHODS = "POST, GET, OPTIONS, PUT, DELETE, PATCH"
+ALLOW_HEADERS = ("Content-Type, Content-Length, Accept-Encoding, X-CSRF-Token, Authorization, "
+                 "X-Requested-With, If-Modified-Since")
+
+
+def with_cors(handler: Handler, allowed_origins: list[str]) -> Handler:
+    if not allowed_origins:
+        return handler
+    patterns = [re.compile(p) for p in allowed_origins]
+
+    async def cors_filter(request: web.BaseRequest) -> web.StreamResponse:
+        origin = request.headers.get("Origin", "")
+        if not origin or not any(p.search(origin) for p in patterns):
+            return await handler(request)
+        headers = {"Access-Control-Allow-Origin": origin,
+                   "Access-Control-Allow-Methods": ALLOW_METHODS,
+                   "Access-Control-Allow-Headers": ALLOW_HEADERS,
+                   "Access-Control-Expose-Headers": "Date",
+                   "Access-Control-Allow-Credentials": "true"}
+        if request.method == "OPTIONS":
+            return web.Response(status=204, headers=headers)
+        response = await handler(request)
+        if not response.prepared:
+            response.headers.update(headers)
+        return response
+
+    return cors_filter

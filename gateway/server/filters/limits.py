@@ -1,0 +1,106 @@
+"""What keeps the gateway up under load: in-flight limits and the request deadline.
+
+- At most --max-requests-inflight read-only and --max-mutating-requests-inflight mutating
+  requests are served at once; more get 429 with Retry-After: 1. Long-running requests
+  (watches, proxies) and system:masters are not counted. 0 means no limit.
+- A request that is not long-running ends with 504 after --request-timeout, or sooner when its
+  ?timeout= asks for less; a timeout that does not parse is 400.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from aiohttp import web
+
+from gateway.auth.context import request_user
+from gateway.endpoints import status
+from gateway.options import parse_duration
+from gateway.server.genericapiserver import REQUEST_INFO, Handler
+
+
+def too_many_requests() -> status.StatusError:
+    return status.StatusError(429, "TooManyRequests", "Too many requests, please try again "
+                              "later.", retry_after=1)
+
+
+class _Limit:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.current = 0
+
+    def try_enter(self) -> bool:
+        if self.limit and self.current >= self.limit:
+            return False
+        self.current += 1
+        return True
+
+    def leave(self) -> None:
+        self.current -= 1
+
+
+def with_max_in_flight(handler: Handler, max_read: int, max_mutating: int) -> Handler:
+    if not max_read and not max_mutating:
+        return handler
+    read_only, mutating = _Limit(max_read), _Limit(max_mutating)
+
+    async def max_in_flight_filter(request: web.BaseRequest) -> web.StreamResponse:
+        info = request[REQUEST_INFO]
+        if info.is_long_running or request_user(request).is_privileged:
+            return await handler(request)
+        limit = mutating if info.is_mutating else read_only
+        if not limit.try_enter():
+            raise too_many_requests()
+        try:
+            return await handler(request)
+        finally:
+            limit.leave()
+
+    return max_in_flight_filter
+
+
+def request_timeout(request: web.BaseRequest, default: float) -> float:
+    """The request's deadline: --request-timeout, or less when ?timeout= says so."""
+    given = request.query.get("timeout")
+    if not given:
+        return default
+    try:
+        wanted = parse_duration(given)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise status.bad_request(f"invalid timeout specified in the request URL: "
+                                 f"{given!r}") from None
+    return min(wanted, default) if wanted > 0 else default
+
+
+def timed_out() -> status.StatusError:
+    return status.StatusError(504, "Timeout", "Timeout: request did not complete within "
+                              "requested timeout - context deadline exceeded", retry_after=0)
+
+
+def with_timeout(handler: Handler, default: float) -> Handler:
+    async def timeout_filter(request: web.BaseRequest) -> web.StreamResponse:
+        if request[REQUEST_INFO].is_long_running:
+            return await handler(request)
+        timeout = request_timeout(request, default)
+        try:
+            return await asyncio.wait_for(handler(request), timeout)
+        except TimeoutError:
+            raise timed_out() from None
+
+    return timeout_filter
+
+
+def with_cache_control(handler: Handler) -> Handler:
+    """API responses are not to be cached unless a handler says otherwise."""
+
+    async def cache_control_filter(request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except status.StatusError as err:
+            response = err.response()
+        if not response.prepared and "Cache-Control" not in response.headers:
+            response.headers["Cache-Control"] = "no-cache, private"
+        return response
+
+    return cache_control_filter
