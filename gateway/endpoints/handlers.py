@@ -140,7 +140,9 @@ class ResourceEndpoints:
         media = self._media(request)
         options = self._list_options(request, watch=False)
         result = await self.store.list(info.namespace, options)
-        return respond(self._render_list(request, result, media), media)
+        rendered = self._render_list(request, result, media)
+        note_response_object(request, rendered)
+        return respond(rendered, media)
 
     async def watch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         media = self._media(request, watch=True)
@@ -331,6 +333,7 @@ class ResourceEndpoints:
         result = ListResult(items=deleted, revision=0)
         rendered = self._render_list(request, result, media)
         rendered["metadata"] = {}
+        note_response_object(request, rendered)
         return respond(rendered, media)
 
 

@@ -33,6 +33,13 @@ class Cause:
         return out
 
 
+#: kube's error constructors for these reasons always attach a details object, even an empty
+#: one; the others (BadRequest, Unauthorized, Expired, RequestEntityTooLarge, ...) attach none.
+_REASONS_WITH_DETAILS = frozenset({
+    "NotFound", "AlreadyExists", "Conflict", "Forbidden", "Invalid", "MethodNotAllowed",
+    "Timeout", "ServerTimeout", "TooManyRequests", "InternalError"})
+
+
 @dataclass
 class StatusError(Exception):
     """An API error that becomes a metav1.Status response."""
@@ -63,6 +70,8 @@ class StatusError(Exception):
         }
         if not self.reason:
             del status["reason"]
+        if not status["details"] and self.reason not in _REASONS_WITH_DETAILS:
+            del status["details"]
         return status
 
     def _details(self) -> dict[str, Any]:

@@ -42,12 +42,13 @@ define(f"{V1}.TokenReviewStatus", obj(
 define_kind(f"{V1}.TokenReview", GROUP, "v1", "TokenReview",
             "Asks the server whether a token is valid and whose it is.",
             required=("spec",),
-            spec=ref(f"{V1}.TokenReviewSpec"), status=ref(f"{V1}.TokenReviewStatus"))
+            spec=ref(f"{V1}.TokenReviewSpec", "The token to review."),
+            status=ref(f"{V1}.TokenReviewStatus", "Whether the token is valid, and whose."))
 define(f"{V1}.SelfSubjectReviewStatus", obj(
     "Who the requester is.", userInfo=ref(f"{V1}.UserInfo", "The requester.")))
 define_kind(f"{V1}.SelfSubjectReview", GROUP, "v1", "SelfSubjectReview",
             "Asks the server who the requester is (kubectl auth whoami).",
-            status=ref(f"{V1}.SelfSubjectReviewStatus"))
+            status=ref(f"{V1}.SelfSubjectReviewStatus", "Who the requester is."))
 define(f"{V1}.BoundObjectReference", obj(
     "The object a token is bound to: the token dies with it.",
     apiVersion=string("API version of the object."),
@@ -59,7 +60,7 @@ define(f"{V1}.TokenRequestSpec", obj(
     "What token to issue.",
     required=("audiences",),
     audiences=array(string(), "Audiences of the token.", list_type="atomic"),
-    boundObjectRef=ref(f"{V1}.BoundObjectReference"),
+    boundObjectRef=ref(f"{V1}.BoundObjectReference", "The object the token is bound to."),
     expirationSeconds=integer("How long the token is valid, in seconds.", format="int64"),
 ))
 define(f"{V1}.TokenRequestStatus", obj(
@@ -71,4 +72,5 @@ define(f"{V1}.TokenRequestStatus", obj(
 define_kind(f"{V1}.TokenRequest", GROUP, "v1", "TokenRequest",
             "Asks for a token for a service account.",
             required=("spec",),
-            spec=ref(f"{V1}.TokenRequestSpec"), status=ref(f"{V1}.TokenRequestStatus"))
+            spec=ref(f"{V1}.TokenRequestSpec", "The token wanted."),
+            status=ref(f"{V1}.TokenRequestStatus", "The token issued."))

@@ -18,8 +18,8 @@ V1 = "io.k8s.api.authorization.v1"
 GROUP = "authorization.k8s.io"
 
 
-def authz(name: str) -> dict:
-    return ref(f"{V1}.{name}")
+def authz(name: str, description: str = "") -> dict:
+    return ref(f"{V1}.{name}", description)
 
 
 define(f"{V1}.ResourceAttributes", obj(
@@ -41,15 +41,15 @@ define(f"{V1}.SubjectAccessReviewSpec", obj(
     "Who asks to do what.",
     extra=map_of(array(string(), list_type="atomic"), "Extra attributes of the user."),
     groups=array(string(), "Groups of the user.", list_type="atomic"),
-    nonResourceAttributes=authz("NonResourceAttributes"),
-    resourceAttributes=authz("ResourceAttributes"),
+    nonResourceAttributes=authz("NonResourceAttributes", "The path and verb to check."),
+    resourceAttributes=authz("ResourceAttributes", "The resource request to check."),
     uid=string("UID of the user."),
     user=string("The user."),
 ))
 define(f"{V1}.SelfSubjectAccessReviewSpec", obj(
     "What the requester asks to do.",
-    nonResourceAttributes=authz("NonResourceAttributes"),
-    resourceAttributes=authz("ResourceAttributes"),
+    nonResourceAttributes=authz("NonResourceAttributes", "The path and verb to check."),
+    resourceAttributes=authz("ResourceAttributes", "The resource request to check."),
 ))
 define(f"{V1}.SubjectAccessReviewStatus", obj(
     "The answer.",
@@ -65,7 +65,8 @@ for kind, spec, namespaced in (("SubjectAccessReview", "SubjectAccessReviewSpec"
                                 False)):
     define_kind(f"{V1}.{kind}", GROUP, "v1", kind, f"Asks whether a request would be "
                 f"allowed ({'in one namespace' if namespaced else 'anywhere'}).",
-                required=("spec",), spec=authz(spec), status=authz("SubjectAccessReviewStatus"))
+                required=("spec",), spec=authz(spec, "The request to check."),
+                status=authz("SubjectAccessReviewStatus", "Whether it is allowed."))
 define(f"{V1}.ResourceRule", obj(
     "Actions the requester may take on resources.",
     required=("verbs",),
@@ -93,5 +94,6 @@ define(f"{V1}.SubjectRulesReviewStatus", obj(
 ))
 define_kind(f"{V1}.SelfSubjectRulesReview", GROUP, "v1", "SelfSubjectRulesReview",
             "Asks what the requester may do in a namespace (kubectl auth can-i --list).",
-            required=("spec",), spec=authz("SelfSubjectRulesReviewSpec"),
-            status=authz("SubjectRulesReviewStatus"))
+            required=("spec",),
+            spec=authz("SelfSubjectRulesReviewSpec", "The namespace to list rules in."),
+            status=authz("SubjectRulesReviewStatus", "The requester's rules there."))

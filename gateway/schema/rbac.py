@@ -9,8 +9,8 @@ V1 = "io.k8s.api.rbac.v1"
 GROUP = "rbac.authorization.k8s.io"
 
 
-def rbac(name: str) -> dict:
-    return ref(f"{V1}.{name}")
+def rbac(name: str, description: str = "") -> dict:
+    return ref(f"{V1}.{name}", description)
 
 
 define(f"{V1}.PolicyRule", obj(
@@ -54,16 +54,17 @@ define_kind(f"{V1}.Role", GROUP, "v1", "Role", "Permissions within one namespace
             rules=array(rbac("PolicyRule"), "What the role allows.", list_type="atomic"))
 define_kind(f"{V1}.ClusterRole", GROUP, "v1", "ClusterRole",
             "Permissions across the cluster, or reusable in any namespace.",
-            aggregationRule=rbac("AggregationRule"),
+            aggregationRule=rbac("AggregationRule",
+                                 "Which cluster roles this one gathers rules from."),
             rules=array(rbac("PolicyRule"), "What the role allows; kept up to date by the "
                         "server when aggregationRule is set.", list_type="atomic"))
 define_kind(f"{V1}.RoleBinding", GROUP, "v1", "RoleBinding",
             "Grants a role's permissions to subjects within one namespace.",
             required=("roleRef",),
-            roleRef=rbac("RoleRef"),
+            roleRef=rbac("RoleRef", "The role granted; it cannot change."),
             subjects=array(rbac("Subject"), "Who the role is granted to.", list_type="atomic"))
 define_kind(f"{V1}.ClusterRoleBinding", GROUP, "v1", "ClusterRoleBinding",
             "Grants a cluster role's permissions to subjects across the cluster.",
             required=("roleRef",),
-            roleRef=rbac("RoleRef"),
+            roleRef=rbac("RoleRef", "The role granted; it cannot change."),
             subjects=array(rbac("Subject"), "Who the role is granted to.", list_type="atomic"))

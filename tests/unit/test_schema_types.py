@@ -6,10 +6,20 @@ from typing import Any
 
 import pytest
 
-from gateway.schema import admissionregistration, coordination, core, discovery, meta
+from gateway.schema import (
+    admissionregistration,
+    authentication,
+    authorization,
+    coordination,
+    core,
+    discovery,
+    meta,
+    rbac,
+)
 from gateway.schema.dsl import DEFINITIONS
 
-MODULES = (meta, core, discovery, coordination, admissionregistration)
+MODULES = (meta, core, discovery, coordination, admissionregistration, rbac, authentication,
+           authorization)
 
 KINDS = {
     "io.k8s.api.core.v1.ConfigMap": ("", "v1", "ConfigMap"),

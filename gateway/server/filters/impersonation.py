@@ -75,6 +75,19 @@ def _impersonated(name: str, groups: list[str], uid: str,
     return UserInfo(name, uid, tuple(all_groups), {k: tuple(v) for k, v in extra.items()})
 
 
+def _go_references(groups: list[str], uid: str, extra: dict[str, list[str]]) -> str:
+    """What was asked for, printed as kube prints its list of ObjectReferences (Go's %v)."""
+
+    def ref(kind: str, name: str, field_path: str = "") -> str:
+        return "{" + " ".join((kind, "", name, "", "", "", field_path)) + "}"
+
+    refs = [ref("Group", g) for g in groups]
+    refs += [ref("UserExtra", v, k) for k, values in extra.items() for v in values]
+    if uid:
+        refs.append(ref("UID", uid))
+    return "[" + " ".join(refs) + "]"
+
+
 def _strip(request: web.BaseRequest) -> web.BaseRequest:
     headers = CIMultiDict((k, v) for k, v in request.headers.items()
                           if not k.lower().startswith("impersonate-"))
@@ -87,8 +100,8 @@ def with_impersonation(handler: Handler, authorize: Authorizer) -> Handler:
         if not (name or groups or uid or extra):
             return await handler(request)
         if not name:
-            raise status.bad_request(f"requested {[*groups, *extra, uid]} without "
-                                     "impersonating a user")
+            raise status.bad_request(f"requested {_go_references(groups, uid, extra)} "
+                                     "without impersonating a user")
         requester = request_user(request)
         for check in _checks(requester, name, groups, uid, extra):
             decision, reason = await authorize(check)

@@ -75,7 +75,7 @@ def request_timeout(request: web.BaseRequest, default: float) -> float:
 
 def timed_out() -> status.StatusError:
     return status.StatusError(504, "Timeout", "Timeout: request did not complete within "
-                              "requested timeout - context deadline exceeded", retry_after=0)
+                              "requested timeout - context deadline exceeded")
 
 
 def with_timeout(handler: Handler, default: float) -> Handler:
