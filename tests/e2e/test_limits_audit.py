@@ -297,3 +297,13 @@ def test_audit_log_rotates_by_size(gw: GatewayProcess) -> None:
         assert path.stat().st_size <= 1024 * 1024 + 2 * 1024 * 1024
         for line in path.read_text().splitlines():
             json.loads(line)
+
+
+def test_a_policy_file_that_is_not_a_policy_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text("kind: ConfigMap\n")
+    proc = GatewayProcess(tmp_path, "--audit-log-path", "-",
+                          "--audit-policy-file", str(tmp_path / "policy.yaml"))
+    proc.start(wait=None)
+    assert proc.proc is not None
+    assert proc.proc.wait(60) == 1
+    assert "not an audit.k8s.io Policy" in proc.log().splitlines()[-1]
