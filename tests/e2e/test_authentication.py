@@ -141,6 +141,64 @@ def test_impersonation_needs_the_impersonate_verb(gw: GatewayProcess) -> None:
     assert code == 403, "impersonating a group needs its own grant"
 
 
+def test_impersonating_uid_and_extra_needs_their_own_grants(gw: GatewayProcess) -> None:
+    gw.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "impersonate-dave"}, "rules": [
+            {"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"],
+             "resourceNames": ["dave"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["uids"],
+             "verbs": ["impersonate"], "resourceNames": ["uid-dave"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["userextras/scopes"],
+             "verbs": ["impersonate"], "resourceNames": ["read"]}]}))
+    gw.kubectl("create", "clusterrolebinding", "alice-impersonates-dave", "--clusterrole",
+               "impersonate-dave", "--user", "alice")
+    code, user = whoami(gw, token="alice-token", headers={
+        "Impersonate-User": "dave", "Impersonate-Uid": "uid-dave",
+        "Impersonate-Extra-Scopes": "read"})
+    assert code == 201
+    assert user == {"username": "dave", "uid": "uid-dave",
+                    "groups": ["system:authenticated"], "extra": {"scopes": ["read"]}}
+    code, body = whoami(gw, token="alice-token", headers={
+        "Impersonate-User": "dave", "Impersonate-Extra-Scopes": "write"})
+    assert code == 403
+    assert body["message"] == ('userextras.authentication.k8s.io "write" is forbidden: User '
+                               '"alice" cannot impersonate resource "userextras/scopes" in API '
+                               'group "authentication.k8s.io" at the cluster scope')
+    code, _ = whoami(gw, token="alice-token", headers={
+        "Impersonate-User": "dave", "Impersonate-Uid": "uid-other"})
+    assert code == 403
+
+
+def test_subject_access_reviews(gw: GatewayProcess) -> None:
+    gw.kubectl("create", "namespace", "sar-ns")
+    gw.kubectl("create", "rolebinding", "qa-view", "--clusterrole", "view", "--group", "qa",
+               "-n", "sar-ns")
+    admin = _pair(gw.cert_dir, "admin")
+
+    def review(kind: str, path: str, user: str, groups: list[str], namespace: str) -> dict:
+        code, body, _ = https(gw, "POST", path, cert=admin, body={
+            "apiVersion": "authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"namespace": namespace} if kind.startswith("Local") else {},
+            "spec": {"user": user, "groups": groups, "resourceAttributes": {
+                "namespace": namespace, "verb": "list", "resource": "configmaps"}}})
+        assert code == 201, body
+        return body["status"]
+
+    sar = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+    allowed = review("SubjectAccessReview", sar, "zed", ["qa"], "sar-ns")
+    assert allowed["allowed"] is True
+    assert allowed["reason"] == ('RBAC: allowed by RoleBinding "qa-view/sar-ns" of ClusterRole '
+                                 '"view" to Group "qa"')
+    assert review("SubjectAccessReview", sar, "zed", [], "sar-ns")["allowed"] is False
+    local = "/apis/authorization.k8s.io/v1/namespaces/sar-ns/localsubjectaccessreviews"
+    assert review("LocalSubjectAccessReview", local, "zed", ["qa"], "sar-ns")["allowed"] is True
+    code, _, _ = https(gw, "POST", sar, token="alice-token", body={
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "zed", "resourceAttributes": {"verb": "get", "resource": "x"}}})
+    assert code == 403, "asking about others needs its own grant"
+
+
 def test_impersonating_a_group_without_a_user_is_a_bad_request(gw: GatewayProcess) -> None:
     code, body, _ = https(gw, "GET", "/api", token="alice-token",
                           headers={"Impersonate-Group": "devs"})
@@ -177,10 +235,15 @@ def test_anonymous_reaches_health_and_version_only(gw: GatewayProcess) -> None:
                                'resource "namespaces" in API group "" at the cluster scope')
 
 
-def test_anonymous_off_means_401(tmp_path: Path) -> None:
-    with GatewayProcess(tmp_path, "--anonymous-auth=false") as gw:
+def test_anonymous_off_and_modes_in_order(tmp_path: Path) -> None:
+    (tmp_path / "tokens.csv").write_text(TOKENS)
+    with GatewayProcess(tmp_path, "--anonymous-auth=false", "--token-auth-file",
+                        str(tmp_path / "tokens.csv"),
+                        "--authorization-mode", "RBAC,AlwaysAllow") as gw:
         code, body, _ = https(gw, "GET", "/version")
         assert (code, body) == (401, UNAUTHORIZED)
+        code, body, _ = https(gw, "GET", "/api/v1/namespaces", token="alice-token")
+        assert code == 200, "RBAC has no opinion, AlwaysAllow allows"
 
 
 # -- hostile clients -----------------------------------------------------------------------

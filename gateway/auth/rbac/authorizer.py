@@ -44,7 +44,7 @@ def subject_applies(subject: dict, user: UserInfo, binding_namespace: str) -> bo
 class RBAC:
     def __init__(self, caches: RBACCaches) -> None:
         self.caches = caches
-        self._memo: dict[tuple, list[Rule]] = {}
+        self._memo: dict[tuple, list[tuple[str, Rule]]] = {}
         self._memo_stamp: tuple[int, ...] = ()
 
     # -- lookups ----------------------------------------------------------------------------
@@ -66,6 +66,10 @@ class RBAC:
     # -- rules of a user ------------------------------------------------------------------------
 
     def rules_for(self, user: UserInfo, namespace: str = "") -> list[Rule]:
+        return [rule for _, rule in self._sourced_rules(user, namespace)]
+
+    def _sourced_rules(self, user: UserInfo, namespace: str) -> list[tuple[str, Rule]]:
+        """The user's rules, each with the binding that grants it (memoized per cache state)."""
         stamp = self.caches.stamp()
         if stamp != self._memo_stamp:
             self._memo, self._memo_stamp = {}, stamp
@@ -75,24 +79,44 @@ class RBAC:
             rules = self._memo[key] = self._gather(user, namespace)
         return rules
 
-    def _gather(self, user: UserInfo, namespace: str) -> list[Rule]:
-        rules: list[Rule] = []
-        for binding in self.caches.cluster_role_bindings.objects():
-            if any(subject_applies(s, user, "") for s in binding.get("subjects") or []):
-                rules += self.role_ref_rules(binding.get("roleRef") or {}, "") or []
+    def _gather(self, user: UserInfo, namespace: str) -> list[tuple[str, Rule]]:
+        rules: list[tuple[str, Rule]] = []
+        bindings = [("", b) for b in self.caches.cluster_role_bindings.objects()]
         if namespace:
             prefix = f"{self.caches.role_bindings.prefix}{namespace}/"
-            for binding in self.caches.role_bindings.objects(prefix):
-                if any(subject_applies(s, user, namespace) for s in binding.get("subjects") or []):
-                    rules += self.role_ref_rules(binding.get("roleRef") or {}, namespace) or []
+            bindings += [(namespace, b) for b in self.caches.role_bindings.objects(prefix)]
+        for binding_namespace, binding in bindings:
+            subject = next((s for s in binding.get("subjects") or []
+                            if subject_applies(s, user, binding_namespace)), None)
+            if subject is None:
+                continue
+            role_ref = binding.get("roleRef") or {}
+            source = _describe(binding, binding_namespace, subject)
+            rules += [(source, rule) for rule in
+                      self.role_ref_rules(role_ref, binding_namespace) or []]
         return rules
 
     async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
         namespace = attributes.namespace if attributes.resource_request else ""
-        for rule in self.rules_for(attributes.user, namespace):
+        for source, rule in self._sourced_rules(attributes.user, namespace):
             if allows(rule, attributes):
-                return Decision.ALLOW, ""
+                return Decision.ALLOW, f"RBAC: allowed by {source}"
         return Decision.NO_OPINION, ""
+
+
+def _describe(binding: dict, namespace: str, subject: dict) -> str:
+    """kube's wording for the binding that allowed a request, e.g.
+    ``RoleBinding "view/team" of ClusterRole "view" to Group "qa"``."""
+    name = binding.get("metadata", {}).get("name", "")
+    role_ref = binding.get("roleRef") or {}
+    kind = "RoleBinding" if namespace else "ClusterRoleBinding"
+    if namespace:
+        name = f"{name}/{namespace}"
+    who = subject.get("name", "")
+    if subject.get("kind") == "ServiceAccount":
+        who = f"{subject.get('namespace') or namespace}/{who}"
+    return (f'{kind} "{name}" of {role_ref.get("kind")} "{role_ref.get("name")}" to '
+            f'{subject.get("kind")} "{who}"')
 
 
 def _by_name(objects: list[dict], name: str) -> dict | None:
