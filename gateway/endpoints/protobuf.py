@@ -13,11 +13,11 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.endpoints import status
-from gateway.endpoints.protobuf_types import AM, INLINE, MAP, MESSAGES, META, REPEATED
+from gateway.endpoints.protobuf_types import AM, INLINE, MAP, MESSAGES, META, OPTIONAL, REPEATED
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -27,6 +27,28 @@ _SPECIAL = {
     _TIME, _MICRO, AM + "util.intstr.IntOrString", AM + "api.resource.Quantity",
     AM + "runtime.RawExtension", META + "FieldsV1", META + "Duration",
 }
+#: The wire type each field type must arrive with; Go's generated Unmarshal rejects any other
+#: ("proto: wrong wireType = 0 for field Metadata"). Messages and maps are length-delimited.
+_WIRE_OF = {
+    "string": 2, "bytes": 2, "bool": 0, "int32": 0, "int64": 0, "uint32": 0, "uint64": 0,
+    "double": 1, "float": 5,
+}
+_LENGTH_DELIMITED = 2
+#: Field number → wire type of the special messages and of the runtime.Unknown envelope.
+_SPECIAL_WIRES = {
+    _TIME: {1: 0, 2: 0},  # seconds int64, nanos int32
+    _MICRO: {1: 0, 2: 0},
+    AM + "util.intstr.IntOrString": {1: 0, 2: 0, 3: 2},  # type, intVal, strVal
+    AM + "api.resource.Quantity": {1: 2},  # string
+    AM + "runtime.RawExtension": {1: 2},  # raw
+    META + "FieldsV1": {1: 2},  # Raw
+    META + "Duration": {1: 0},  # int64 nanoseconds
+}
+_UNKNOWN_WIRES = {1: 2, 2: 2, 3: 2, 4: 2}  # typeMeta, raw, contentEncoding, contentType
+_TYPE_META_WIRES = {1: 2, 2: 2}  # apiVersion, kind
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)  # time.Time{}: IsZero, its JSON is null
+_MASK32, _MASK64 = (1 << 32) - 1, (1 << 64) - 1
 #: API groups whose protobuf package is not the group's first word.
 _PACKAGE_OF_GROUP = {"": "core", "rbac.authorization.k8s.io": "rbac"}
 
@@ -39,18 +61,19 @@ class ProtobufError(ValueError):
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A varint as Go reads it: at most ten bytes, kept to 64 bits."""
     result, shift = 0, 0
     while True:
+        if shift >= 64:
+            raise ProtobufError("varint too long")
         if pos >= len(data):
             raise ProtobufError("truncated varint")
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
-            return result, pos
+            return result & _MASK64, pos
         shift += 7
-        if shift > 70:
-            raise ProtobufError("varint too long")
 
 
 def _fields(data: bytes) -> list[tuple[int, int, Any]]:
@@ -62,21 +85,50 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 1:
-            value, pos = data[pos:pos + 8], pos + 8
+            value, pos = _fixed(data, pos, 8)
         elif wire == 2:
             length, pos = _varint(data, pos)
             if pos + length > len(data):
                 raise ProtobufError("truncated field")
             value, pos = data[pos:pos + length], pos + length
         elif wire == 5:
-            value, pos = data[pos:pos + 4], pos + 4
+            value, pos = _fixed(data, pos, 4)
         else:
             raise ProtobufError(f"unsupported wire type {wire}")
         out.append((number, wire, value))
     return out
 
 
+def _fixed(data: bytes, pos: int, size: int) -> tuple[bytes, int]:
+    if pos + size > len(data):
+        raise ProtobufError("truncated field")
+    return data[pos:pos + size], pos + size
+
+
+def _known_fields(name: str, data: bytes, wires: dict[int, int]) -> dict[int, Any]:
+    """The last value of each field in ``wires``, checked against its wire type; other fields
+    are skipped, as Go's generated Unmarshal skips fields it does not know."""
+    out: dict[int, Any] = {}
+    for number, wire, value in _fields(data):
+        expected = wires.get(number)
+        if expected is None:
+            continue
+        if wire != expected:
+            raise ProtobufError(f"wrong wire type {wire} for field {number} of {name}")
+        out[number] = value
+    return out
+
+
+def _check_wire(message: str, field: str, kind: str, wire: int) -> None:
+    """A field on the wire as another type is a malformed body (400), not a server error."""
+    expected = _WIRE_OF.get(kind, _LENGTH_DELIMITED)  # messages and maps
+    if wire != expected:
+        raise ProtobufError(f"wrong wire type {wire} for field {field} of {message}")
+
+
 def _signed(value: int, bits: int) -> int:
+    """The low ``bits`` bits of a varint as a signed number (Go's int32(v) / int64(v))."""
+    value &= (1 << bits) - 1
     return value - (1 << bits) if value >= 1 << (bits - 1) else value
 
 
@@ -86,10 +138,14 @@ def _scalar(kind: str, wire: int, raw: Any) -> Any:
     if kind == "bytes":
         return base64.b64encode(raw).decode()
     if kind == "bool":
-        return bool(raw)
-    if kind in ("int32", "int64"):
+        return raw != 0
+    if kind == "int32":
+        return _signed(raw, 32)
+    if kind == "int64":
         return _signed(raw, 64)
-    if kind in ("uint32", "uint64"):
+    if kind == "uint32":
+        return raw & _MASK32
+    if kind == "uint64":
         return raw
     if kind == "double":
         return struct.unpack("<d", raw)[0]
@@ -103,17 +159,14 @@ def _scalar(kind: str, wire: int, raw: Any) -> Any:
 
 def _special(name: str, data: bytes) -> Any:
     """Types whose JSON form is not an object: times, int-or-string, quantities, raw JSON."""
-    fields = {n: v for n, _, v in _fields(data)}
+    fields = _known_fields(name, data, _SPECIAL_WIRES[name])
     if name in (_TIME, _MICRO):
-        seconds, nanos = fields.get(1, 0), fields.get(2, 0)
+        seconds, nanos = _signed(fields.get(1, 0), 64), _signed(fields.get(2, 0), 32)
         if not seconds and not nanos:
             return None
-        moment = datetime.fromtimestamp(_signed(seconds, 64) + nanos / 1e9, UTC)
-        if name == _MICRO:
-            return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _time(name, seconds, nanos)
     if name.endswith("IntOrString"):
-        return _signed(fields.get(2, 0), 64) if fields.get(1, 0) == 0 else \
+        return _signed(fields.get(2, 0), 32) if fields.get(1, 0) == 0 else \
             fields.get(3, b"").decode()
     if name.endswith("Quantity"):
         return fields.get(1, b"").decode()
@@ -121,6 +174,21 @@ def _special(name: str, data: bytes) -> Any:
         return f"{_signed(fields.get(1, 0), 64) / 1e9}s"
     raw = fields.get(1, b"")
     return json.loads(raw) if raw else {}
+
+
+def _time(name: str, seconds: int, nanos: int) -> str | None:
+    """A Timestamp as kube-apiserver writes it back. metav1.Time's Unmarshal drops the nanos
+    and its JSON is RFC 3339 in seconds; MicroTime's cuts the nanos to microseconds (toward
+    zero, time.Duration.Truncate) and its JSON has six digits. Neither rounds."""
+    micros = 0 if name == _TIME else abs(nanos) // 1000 * (1 if nanos >= 0 else -1)
+    try:
+        moment = _EPOCH + timedelta(seconds=seconds, microseconds=micros)
+    except OverflowError:
+        raise ProtobufError(f"time out of range: {seconds}s") from None
+    if moment == _GO_ZERO_TIME:
+        return None
+    spec = "seconds" if name == _TIME else "microseconds"
+    return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
 
 def _empty(value: Any) -> bool:
@@ -134,12 +202,14 @@ def decode_message(name: str, data: bytes) -> Any:
     if table is None:
         raise ProtobufError(f"unknown message {name}")
     out: dict[str, Any] = {}
+    present: set[str] = set()  # pointer scalars on the wire: set in Go even when 0/false/""
     for number, wire, raw in _fields(data):
         spec = table.get(number)
         if spec is None:
             continue  # a field newer than our table: ignored, as unknown JSON fields are
         json_name, kind = spec[0], spec[1]
         flag = spec[2] if len(spec) > 2 else ""
+        _check_wire(name, json_name, kind, wire)
         if kind.startswith(MAP):
             key, value = _map_entry(kind[len(MAP):], raw)
             out.setdefault(json_name, {})[key] = value
@@ -151,15 +221,19 @@ def decode_message(name: str, data: bytes) -> Any:
             out.update(value)
         else:
             out[json_name] = value
-    return {k: v for k, v in out.items() if not _empty(v)}
+            if flag == OPTIONAL:
+                present.add(json_name)
+    return {k: v for k, v in out.items() if k in present or not _empty(v)}
 
 
 def _map_entry(value_kind: str, raw: bytes) -> tuple[str, Any]:
     key, value = "", None
     for number, wire, field in _fields(raw):
         if number == 1:
+            _check_wire("map entry", "key", "string", wire)
             key = field.decode()
         elif number == 2:
+            _check_wire("map entry", "value", value_kind, wire)
             value = decode_message(value_kind, field) if "." in value_kind else \
                 _scalar(value_kind, wire, field)
     if value is None:
@@ -181,9 +255,9 @@ def decode_body(body: bytes) -> dict[str, Any]:
     try:
         if not body.startswith(MAGIC):
             raise ProtobufError("missing the k8s protobuf prefix")
-        envelope = {n: v for n, _, v in _fields(body[len(MAGIC):])}
-        type_meta = {n: v.decode() for n, _, v in _fields(envelope.get(1, b""))}
-        api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
+        envelope = _known_fields("runtime.Unknown", body[len(MAGIC):], _UNKNOWN_WIRES)
+        type_meta = _known_fields("runtime.TypeMeta", envelope.get(1, b""), _TYPE_META_WIRES)
+        api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
         obj = decode_message(message_for(api_version, kind), envelope.get(2, b""))
     except (ProtobufError, UnicodeDecodeError, ValueError, struct.error) as err:
         raise status.bad_request(f"unable to decode the protobuf body: {err}") from None

@@ -1,6 +1,8 @@
 """Field numbers of the Kubernetes protobuf messages the gateway decodes (facts of the v1.32
-API: message, field number, JSON name, type). Scalars are named by their protobuf type; a
-message type by its full name; ``map:<value>`` is a map with string keys."""
+API: message, field number, JSON name, type, and a flag). Scalars are named by their protobuf
+type; a message type by its full name; ``map:<value>`` is a map with string keys. Every field
+of kube's generated.proto says ``optional`` (proto2), so OPTIONAL follows the Go type in
+k8s.io/api and apimachinery types.go instead: it marks the scalars that are pointers."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ AM = "k8s.io.apimachinery.pkg."
 MAP = "map:"
 REPEATED = "repeated"
 INLINE = "inline"  # an embedded struct: its fields appear in the parent's JSON
+#: A scalar that is a pointer in Go (*bool, *int32, *int64, *string and string types): set
+#: whenever it is on the wire, so a present false, 0 or "" is kept, not dropped as unset.
+OPTIONAL = "optional"
 
 MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "admissionregistration.v1.MatchCondition": {
@@ -21,13 +26,13 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("name", "string"),
         2: ("clientConfig", API + "admissionregistration.v1.WebhookClientConfig"),
         3: ("rules", API + "admissionregistration.v1.RuleWithOperations", REPEATED),
-        4: ("failurePolicy", "string"),
+        4: ("failurePolicy", "string", OPTIONAL),
         5: ("namespaceSelector", META + "LabelSelector"),
-        6: ("sideEffects", "string"),
-        7: ("timeoutSeconds", "int32"),
+        6: ("sideEffects", "string", OPTIONAL),
+        7: ("timeoutSeconds", "int32", OPTIONAL),
         8: ("admissionReviewVersions", "string", REPEATED),
-        9: ("matchPolicy", "string"),
-        10: ("reinvocationPolicy", "string"),
+        9: ("matchPolicy", "string", OPTIONAL),
+        10: ("reinvocationPolicy", "string", OPTIONAL),
         11: ("objectSelector", META + "LabelSelector"),
         12: ("matchConditions", API + "admissionregistration.v1.MatchCondition", REPEATED),
     },
@@ -39,7 +44,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("apiGroups", "string", REPEATED),
         2: ("apiVersions", "string", REPEATED),
         3: ("resources", "string", REPEATED),
-        4: ("scope", "string"),
+        4: ("scope", "string", OPTIONAL),
     },
     API + "admissionregistration.v1.RuleWithOperations": {
         1: ("operations", "string", REPEATED),
@@ -48,19 +53,19 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "admissionregistration.v1.ServiceReference": {
         1: ("namespace", "string"),
         2: ("name", "string"),
-        3: ("path", "string"),
-        4: ("port", "int32"),
+        3: ("path", "string", OPTIONAL),
+        4: ("port", "int32", OPTIONAL),
     },
     API + "admissionregistration.v1.ValidatingWebhook": {
         1: ("name", "string"),
         2: ("clientConfig", API + "admissionregistration.v1.WebhookClientConfig"),
         3: ("rules", API + "admissionregistration.v1.RuleWithOperations", REPEATED),
-        4: ("failurePolicy", "string"),
+        4: ("failurePolicy", "string", OPTIONAL),
         5: ("namespaceSelector", META + "LabelSelector"),
-        6: ("sideEffects", "string"),
-        7: ("timeoutSeconds", "int32"),
+        6: ("sideEffects", "string", OPTIONAL),
+        7: ("timeoutSeconds", "int32", OPTIONAL),
         8: ("admissionReviewVersions", "string", REPEATED),
-        9: ("matchPolicy", "string"),
+        9: ("matchPolicy", "string", OPTIONAL),
         10: ("objectSelector", META + "LabelSelector"),
         11: ("matchConditions", API + "admissionregistration.v1.MatchCondition", REPEATED),
     },
@@ -71,7 +76,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "admissionregistration.v1.WebhookClientConfig": {
         1: ("service", API + "admissionregistration.v1.ServiceReference"),
         2: ("caBundle", "bytes"),
-        3: ("url", "string"),
+        3: ("url", "string", OPTIONAL),
     },
     API + "authentication.v1.BoundObjectReference": {
         1: ("kind", "string"),
@@ -97,7 +102,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "authentication.v1.TokenRequestSpec": {
         1: ("audiences", "string", REPEATED),
         3: ("boundObjectRef", API + "authentication.v1.BoundObjectReference"),
-        4: ("expirationSeconds", "int64"),
+        4: ("expirationSeconds", "int64", OPTIONAL),
     },
     API + "authentication.v1.TokenRequestStatus": {
         1: ("token", "string"),
@@ -212,34 +217,34 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         2: ("spec", API + "coordination.v1.LeaseSpec"),
     },
     API + "coordination.v1.LeaseSpec": {
-        1: ("holderIdentity", "string"),
-        2: ("leaseDurationSeconds", "int32"),
+        1: ("holderIdentity", "string", OPTIONAL),
+        2: ("leaseDurationSeconds", "int32", OPTIONAL),
         3: ("acquireTime", META + "MicroTime"),
         4: ("renewTime", META + "MicroTime"),
-        5: ("leaseTransitions", "int32"),
-        6: ("strategy", "string"),
-        7: ("preferredHolder", "string"),
+        5: ("leaseTransitions", "int32", OPTIONAL),
+        6: ("strategy", "string", OPTIONAL),
+        7: ("preferredHolder", "string", OPTIONAL),
     },
     CORE + "ClientIPConfig": {
-        1: ("timeoutSeconds", "int32"),
+        1: ("timeoutSeconds", "int32", OPTIONAL),
     },
     CORE + "ConfigMap": {
         1: ("metadata", META + "ObjectMeta"),
         2: ("data", "map:string"),
         3: ("binaryData", "map:bytes"),
-        4: ("immutable", "bool"),
+        4: ("immutable", "bool", OPTIONAL),
     },
     CORE + "EndpointAddress": {
         1: ("ip", "string"),
         2: ("targetRef", CORE + "ObjectReference"),
         3: ("hostname", "string"),
-        4: ("nodeName", "string"),
+        4: ("nodeName", "string", OPTIONAL),
     },
     CORE + "EndpointPort": {
         1: ("name", "string"),
         2: ("port", "int32"),
         3: ("protocol", "string"),
-        4: ("appProtocol", "string"),
+        4: ("appProtocol", "string", OPTIONAL),
     },
     CORE + "EndpointSubset": {
         1: ("addresses", CORE + "EndpointAddress", REPEATED),
@@ -278,7 +283,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     CORE + "LoadBalancerIngress": {
         1: ("ip", "string"),
         2: ("hostname", "string"),
-        3: ("ipMode", "string"),
+        3: ("ipMode", "string", OPTIONAL),
         4: ("ports", CORE + "PortStatus", REPEATED),
     },
     CORE + "LoadBalancerStatus": {
@@ -318,14 +323,14 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     CORE + "PortStatus": {
         1: ("port", "int32"),
         2: ("protocol", "string"),
-        3: ("error", "string"),
+        3: ("error", "string", OPTIONAL),
     },
     CORE + "Secret": {
         1: ("metadata", META + "ObjectMeta"),
         2: ("data", "map:bytes"),
         3: ("type", "string"),
         4: ("stringData", "map:string"),
-        5: ("immutable", "bool"),
+        5: ("immutable", "bool", OPTIONAL),
     },
     CORE + "Service": {
         1: ("metadata", META + "ObjectMeta"),
@@ -336,7 +341,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("metadata", META + "ObjectMeta"),
         2: ("secrets", CORE + "ObjectReference", REPEATED),
         3: ("imagePullSecrets", CORE + "LocalObjectReference", REPEATED),
-        4: ("automountServiceAccountToken", "bool"),
+        4: ("automountServiceAccountToken", "bool", OPTIONAL),
     },
     CORE + "ServicePort": {
         1: ("name", "string"),
@@ -344,7 +349,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         3: ("port", "int32"),
         4: ("targetPort", AM + "util.intstr.IntOrString"),
         5: ("nodePort", "int32"),
-        6: ("appProtocol", "string"),
+        6: ("appProtocol", "string", OPTIONAL),
     },
     CORE + "ServiceSpec": {
         1: ("ports", CORE + "ServicePort", REPEATED),
@@ -360,13 +365,13 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         12: ("healthCheckNodePort", "int32"),
         13: ("publishNotReadyAddresses", "bool"),
         14: ("sessionAffinityConfig", CORE + "SessionAffinityConfig"),
-        17: ("ipFamilyPolicy", "string"),
+        17: ("ipFamilyPolicy", "string", OPTIONAL),
         18: ("clusterIPs", "string", REPEATED),
         19: ("ipFamilies", "string", REPEATED),
-        20: ("allocateLoadBalancerNodePorts", "bool"),
-        21: ("loadBalancerClass", "string"),
-        22: ("internalTrafficPolicy", "string"),
-        23: ("trafficDistribution", "string"),
+        20: ("allocateLoadBalancerNodePorts", "bool", OPTIONAL),
+        21: ("loadBalancerClass", "string", OPTIONAL),
+        22: ("internalTrafficPolicy", "string", OPTIONAL),
+        23: ("trafficDistribution", "string", OPTIONAL),
     },
     CORE + "ServiceStatus": {
         1: ("loadBalancer", CORE + "LoadBalancerStatus"),
@@ -378,26 +383,26 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "discovery.v1.Endpoint": {
         1: ("addresses", "string", REPEATED),
         2: ("conditions", API + "discovery.v1.EndpointConditions"),
-        3: ("hostname", "string"),
+        3: ("hostname", "string", OPTIONAL),
         4: ("targetRef", CORE + "ObjectReference"),
         5: ("deprecatedTopology", "map:string"),
-        6: ("nodeName", "string"),
-        7: ("zone", "string"),
+        6: ("nodeName", "string", OPTIONAL),
+        7: ("zone", "string", OPTIONAL),
         8: ("hints", API + "discovery.v1.EndpointHints"),
     },
     API + "discovery.v1.EndpointConditions": {
-        1: ("ready", "bool"),
-        2: ("serving", "bool"),
-        3: ("terminating", "bool"),
+        1: ("ready", "bool", OPTIONAL),
+        2: ("serving", "bool", OPTIONAL),
+        3: ("terminating", "bool", OPTIONAL),
     },
     API + "discovery.v1.EndpointHints": {
         1: ("forZones", API + "discovery.v1.ForZone", REPEATED),
     },
     API + "discovery.v1.EndpointPort": {
-        1: ("name", "string"),
-        2: ("protocol", "string"),
-        3: ("port", "int32"),
-        4: ("appProtocol", "string"),
+        1: ("name", "string", OPTIONAL),
+        2: ("protocol", "string", OPTIONAL),
+        3: ("port", "int32", OPTIONAL),
+        4: ("appProtocol", "string", OPTIONAL),
     },
     API + "discovery.v1.EndpointSlice": {
         1: ("metadata", META + "ObjectMeta"),
@@ -457,12 +462,12 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         6: ("message", "string"),
     },
     META + "DeleteOptions": {
-        1: ("gracePeriodSeconds", "int64"),
+        1: ("gracePeriodSeconds", "int64", OPTIONAL),
         2: ("preconditions", META + "Preconditions"),
-        3: ("orphanDependents", "bool"),
-        4: ("propagationPolicy", "string"),
+        3: ("orphanDependents", "bool", OPTIONAL),
+        4: ("propagationPolicy", "string", OPTIONAL),
         5: ("dryRun", "string", REPEATED),
-        6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "bool"),
+        6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "bool", OPTIONAL),
     },
     META + "FieldSelectorRequirement": {
         1: ("key", "string"),
@@ -497,7 +502,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         7: ("generation", "int64"),
         8: ("creationTimestamp", META + "Time"),
         9: ("deletionTimestamp", META + "Time"),
-        10: ("deletionGracePeriodSeconds", "int64"),
+        10: ("deletionGracePeriodSeconds", "int64", OPTIONAL),
         11: ("labels", "map:string"),
         12: ("annotations", "map:string"),
         13: ("ownerReferences", META + "OwnerReference", REPEATED),
@@ -509,11 +514,11 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         3: ("name", "string"),
         4: ("uid", "string"),
         5: ("apiVersion", "string"),
-        6: ("controller", "bool"),
-        7: ("blockOwnerDeletion", "bool"),
+        6: ("controller", "bool", OPTIONAL),
+        7: ("blockOwnerDeletion", "bool", OPTIONAL),
     },
     META + "Preconditions": {
-        1: ("uid", "string"),
-        2: ("resourceVersion", "string"),
+        1: ("uid", "string", OPTIONAL),
+        2: ("resourceVersion", "string", OPTIONAL),
     },
 }
