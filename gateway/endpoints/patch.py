@@ -82,6 +82,7 @@ def strategic_merge(target: Any, patch: Any, schema: dict) -> Any:
     if _RETAIN in patch:
         keep = set(patch[_RETAIN] or [])
         result = {k: v for k, v in result.items() if k in keep}
+    live = dict(result)  # the lists as they were: $setElementOrder keeps live-only items so
     for key, value in patch.items():
         if key in (_DIRECTIVE, _RETAIN) or key.startswith(_ORDER):
             continue
@@ -105,7 +106,8 @@ def strategic_merge(target: Any, patch: Any, schema: dict) -> Any:
     for key, order in patch.items():
         if key.startswith(_ORDER) and isinstance(result.get(key[len(_ORDER):]), list):
             field = key[len(_ORDER):]
-            result[field] = _ordered(result[field], order, property_schema(schema, field) or {})
+            result[field] = _ordered(result[field], order, live.get(field),
+                                     property_schema(schema, field) or {})
     return result
 
 
@@ -118,39 +120,95 @@ def _merge_list(current: Any, patch: list, schema: dict) -> list:
         return [_strip_directives(p) for p in patch]
     key = resolved.get("x-kubernetes-patch-merge-key")
     if key is None:  # a merged list of scalars: a union
-        return current + [v for v in patch if v not in current]
-    items = items_schema(schema) or {}
+        merged = _unique(current + patch)
+        return _normalize_order(merged, patch, current, None)
     if any(isinstance(p, dict) and p.get(_DIRECTIVE) == "replace" for p in patch):
+        # kube's mergeSliceWithSpecialElements: the list is the patch's plain elements
         return [_strip_directives(p) for p in patch if not (
-            isinstance(p, dict) and p.get(_DIRECTIVE) == "replace")]
-    result = list(current)
+            isinstance(p, dict) and _DIRECTIVE in p)]
     for element in patch:
         if not isinstance(element, dict):
             raise status.bad_request(f"strategic merge patch: list element {element!r} has no "
                                      f"merge key {key!r}")
+    # kube's mergeSliceWithSpecialElements: every deletion first (of all matches), then merges
+    deleted = [e.get(key) for e in patch if e.get(_DIRECTIVE) == "delete"]
+    live = [e for e in current if not (isinstance(e, dict) and e.get(key) in deleted)]
+    elements = [e for e in patch if e.get(_DIRECTIVE) != "delete"]
+    return _normalize_order(_merge_by_key(live, elements, key, items_schema(schema) or {}),
+                            elements, live, key)
+
+
+def _merge_by_key(live: list, patch: list, key: str, items: dict) -> list:
+    """Merge each patch element into the live element with its merge key, or append it."""
+    result = list(live)
+    for element in patch:
         index = next((i for i, e in enumerate(result)
                       if isinstance(e, dict) and e.get(key) == element.get(key)), None)
-        if element.get(_DIRECTIVE) == "delete":
-            if index is not None:
-                del result[index]
-        elif index is None:
+        if index is None:
             result.append(_strip_directives(element))
         else:
             result[index] = strategic_merge(result[index], element, items)
     return result
 
 
-def _ordered(values: list, order: Any, schema: dict) -> list:
-    key = resolve(schema).get("x-kubernetes-patch-merge-key")
+def _unique(values: list) -> list:
+    """The values without repeats (kube's deduplicateScalars; the order is set afterwards)."""
+    out: list = []
+    for value in values:
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def _ordered(values: list, order: Any, live: Any, schema: dict) -> list:
+    """$setElementOrder: the listed items in that order, the live-only ones around them."""
     if not isinstance(order, list):
         return values
+    key = resolve(schema).get("x-kubernetes-patch-merge-key")
+    return _normalize_order(values, order, live if isinstance(live, list) else [], key)
 
-    def identity(value: Any) -> Any:
-        return value.get(key) if key and isinstance(value, dict) else value
 
-    wanted = [identity(o) for o in order]
-    ranked = {v: i for i, v in enumerate(wanted) if isinstance(v, str | int | float | bool)}
-    return sorted(values, key=lambda v: ranked.get(identity(v), len(ranked)))
+def _normalize_order(merged: list, order: list, live: list, key: str | None) -> list:
+    """Order a merged list as kube's mergeSlice does (partition*ByPresentInList, then
+    normalizeElementOrder), which clients rely on: the items ``order`` names follow ``order``,
+    the others (live-only) keep their live order and are woven in among them. An item the live
+    list did not have therefore goes before the live-only items not yet placed."""
+    wanted = [_identity(o, key) for o in order]
+    server = [_identity(v, key) for v in live]
+    ordered = [v for v in merged if _identity(v, key) in wanted]
+    server_only = [v for v in merged if _identity(v, key) not in wanted]
+    ordered.sort(key=lambda v: _position(wanted, _identity(v, key)))
+    server_only.sort(key=lambda v: _position(server, _identity(v, key)))
+    return _merge_sorted(server_only, ordered, server, key)
+
+
+def _merge_sorted(server_only: list, ordered: list, server: list, key: str | None) -> list:
+    """kube's mergeSortedSlice: take the next live-only item first only when it and the next
+    ordered item are both in the live list and it comes first there."""
+    out, i, j = [], 0, 0
+    while i < len(server_only) and j < len(ordered):
+        left = _position(server, _identity(server_only[i], key), missing=-1)
+        right = _position(server, _identity(ordered[j], key), missing=-1)
+        if 0 <= left < right:
+            out.append(server_only[i])
+            i += 1
+        else:
+            out.append(ordered[j])
+            j += 1
+    return out + server_only[i:] + ordered[j:]
+
+
+def _identity(value: Any, key: str | None) -> Any:
+    """What list items are matched by: the merge key's value, or a scalar itself."""
+    return value.get(key) if key and isinstance(value, dict) else value
+
+
+def _position(values: list, value: Any, missing: int | None = None) -> int:
+    """The index of ``value`` in ``values``; ``missing`` (default: past the end) when absent."""
+    for i, v in enumerate(values):
+        if v == value:
+            return i
+    return len(values) if missing is None else missing
 
 
 def _strip_directives(value: Any) -> Any:

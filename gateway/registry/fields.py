@@ -1,6 +1,7 @@
 """Field selectors, with k8s.io/apimachinery/pkg/fields' syntax: ``a=b,c!=d`` (``\\,``, ``\\=``
-and ``\\\\`` escape). Each resource says which fields it can be selected by; anything else is
-"field label not supported" (400)."""
+and ``\\\\`` escape; a bare ``=`` or ``,`` in a value is an error, and nothing is trimmed). Each
+resource says which fields it can be selected by; anything else is "field label not supported"
+(400)."""
 
 from __future__ import annotations
 
@@ -45,74 +46,77 @@ class FieldSelector:
         return None
 
 
-def _split(text: str, sep: str) -> list[str]:
-    """Split on unescaped ``sep``."""
-    parts, current, escaped = [], [], False
-    for char in text:
+def _split_terms(text: str) -> list[str]:
+    """fields.splitTerms: split on each ``,`` that no backslash escapes; the parts keep their
+    escapes for UnescapeValue."""
+    if not text:
+        return []
+    parts, start, escaped = [], 0, False
+    for i, char in enumerate(text):
         if escaped:
-            current.append("\\" + char)
             escaped = False
         elif char == "\\":
             escaped = True
-        elif char == sep:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
+        elif char == ",":
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
     return parts
 
 
-def _unescape(text: str) -> str:
+#: "==" before "=", so that "a==b" does not leave "=b" as the value
+_OPERATORS = ("!=", "==", "=")
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    """fields.splitTerm: the first operator anywhere splits the term, escaped or not (the field
+    has no escapes), into field, operator and the still-escaped value."""
+    for i in range(len(term)):
+        for op in _OPERATORS:
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op):]
+    return None
+
+
+def _unescape(value: str) -> str:
+    """fields.UnescapeValue: ``\\\\``, ``\\,`` and ``\\=`` are the only escapes, and a bare ``,``
+    or ``=`` is an error (Go prints the rune as its code point)."""
     out, escaped = [], False
-    for char in text:
+    for char in value:
         if escaped:
             if char not in "\\,=":
-                raise SelectorError(f"invalid field selector: invalid escape sequence \\{char}")
+                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{char}")
             out.append(char)
             escaped = False
         elif char == "\\":
             escaped = True
+        elif char in ",=":
+            raise SelectorError(f"invalid field selector: unescaped character in value: "
+                                f"{ord(char)}")
         else:
             out.append(char)
-    if escaped:
-        raise SelectorError("invalid field selector: unterminated escape sequence")
+    if escaped:  # a single backslash at the end
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
     return "".join(out)
 
 
-def _term(text: str) -> FieldTerm:
-    for op, negated in (("!=", True), ("==", False), ("=", False)):
-        index = _find_unescaped(text, op)
-        if index >= 0:
-            field, value = text[:index], text[index + len(op):]
-            return FieldTerm(_unescape(field.strip()), _unescape(value.strip()), negated)
-    raise SelectorError(f"invalid selector: '{text}'; can't understand '{text}'")
-
-
-def _find_unescaped(text: str, op: str) -> int:
-    i = 0
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text.startswith(op, i):
-            return i
-        i += 1
-    return -1
+def _term(selector: str, part: str) -> FieldTerm:
+    split = _split_term(part)
+    if split is None:
+        raise SelectorError(f"invalid selector: '{selector}'; can't understand '{part}'")
+    field, op, value = split
+    return FieldTerm(field, _unescape(value), op == "!=")
 
 
 def parse_field_selector(text: str, supported: frozenset[str]) -> FieldSelector:
-    """Parse a field selector, refusing fields outside ``supported``."""
-    if not text.strip():
-        return FieldSelector(())
-    terms = []
-    for part in _split(text, ","):
-        if not part.strip():
-            continue
-        term = _term(part)
+    """Parse a field selector as fields.ParseSelector does, then refuse fields outside
+    ``supported`` as the resource's field label conversion does. Nothing is trimmed (so a
+    lone space is a term kube cannot understand), and the terms are sorted first, which decides
+    which of several bad terms is reported."""
+    terms = [_term(text, part) for part in sorted(_split_terms(text)) if part]
+    for term in terms:
         if term.field not in supported:
-            raise SelectorError(f'field label not supported: {term.field}')
-        terms.append(term)
+            raise SelectorError(f"field label not supported: {term.field}")
     return FieldSelector(tuple(terms))
 
 
