@@ -114,6 +114,11 @@ class Gateway:
             core.store("clusterroles", "rbac.authorization.k8s.io").cacher,
             core.store("rolebindings", "rbac.authorization.k8s.io").cacher,
             core.store("clusterrolebindings", "rbac.authorization.k8s.io").cacher))
+        # The authorizer and the token authenticator read these caches: a write to them
+        # returns once the cache has it, so a new binding or a deleted account counts at once.
+        for cacher in (*self.rbac.caches.all(), core.store("serviceaccounts").cacher,
+                       core.store("secrets").cacher):
+            cacher.read_your_writes = True
         security = build_security(self.options, self.rbac, self._uid_of)
         for resource, endpoints in (
             (authn_reviews.TOKEN_REVIEWS, authn_reviews.token_review(

@@ -194,6 +194,9 @@ class Cacher:
         self.bookmark_interval = bookmark_interval
         self.fresh_timeout = fresh_timeout
         self.budget = budget or TimeBudget()
+        #: When set, a write returns only once this cache has applied it: the RBAC authorizer
+        #: reads its caches directly, and a binding must work as soon as its create returns.
+        self.read_your_writes = False
         self.revision = 0  # every event up to here is applied
         self.oldest = 0  # a watch may resume from any revision >= this
         self._objects: dict[str, Object] = {}
@@ -463,8 +466,16 @@ class Cacher:
     async def list(self, prefix: str, **kwargs) -> ListResult:
         return await self.storage.list(prefix, **kwargs)
 
+    async def _applied(self, revision: int) -> None:
+        """With read_your_writes, wait (bounded) until this cache has applied ``revision``."""
+        if self.read_your_writes:
+            with contextlib.suppress(StorageError):
+                await self.wait_fresh(revision)
+
     async def create(self, key: str, obj: Object) -> Object:
-        return await self.storage.create(key, obj)
+        created = await self.storage.create(key, obj)
+        await self._applied(_revision_of(created))
+        return created
 
     async def guaranteed_update(
         self,
@@ -474,9 +485,11 @@ class Cacher:
         preconditions: Preconditions | None = None,
         ignore_not_found: bool = False,
     ) -> Object:
-        return await self.storage.guaranteed_update(
+        updated = await self.storage.guaranteed_update(
             key, update, preconditions=preconditions, ignore_not_found=ignore_not_found
         )
+        await self._applied(_revision_of(updated))
+        return updated
 
     async def delete(
         self,
@@ -485,13 +498,20 @@ class Cacher:
         preconditions: Preconditions | None = None,
         validate: Callable[[Object], Awaitable[None]] | None = None,
     ) -> Object:
-        return await self.storage.delete(key, preconditions=preconditions, validate=validate)
+        deleted = await self.storage.delete(key, preconditions=preconditions, validate=validate)
+        if self.read_your_writes:
+            await self._applied(await self.storage.current_revision())
+        return deleted
 
     async def count(self, prefix: str) -> int:
         return await self.storage.count(prefix)
 
     async def current_revision(self) -> int:
         return await self.storage.current_revision()
+
+
+def _revision_of(obj: Object) -> int:
+    return int(obj.get("metadata", {}).get("resourceVersion") or 0)
 
 
 def namespaced_key(prefix: str, obj: Object) -> str:

@@ -24,6 +24,9 @@ class RBACCaches:
     role_bindings: Cacher
     cluster_role_bindings: Cacher
 
+    def all(self) -> tuple[Cacher, ...]:
+        return (self.roles, self.cluster_roles, self.role_bindings, self.cluster_role_bindings)
+
     def stamp(self) -> tuple[int, ...]:
         return (self.roles.revision, self.cluster_roles.revision, self.role_bindings.revision,
                 self.cluster_role_bindings.revision)
