@@ -12,6 +12,7 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.schema import times
 from gateway.schema.dsl import DEFINITIONS, Schema
 
 _TYPE_NAMES = {str: "string", bool: "boolean", int: "number", float: "number", list: "array",
@@ -84,30 +85,37 @@ def _type_error(path: str, value: Any, expected: str) -> str:
 
 def check(value: Any, schema: Schema, path: str = "",
           result: CheckResult | None = None) -> CheckResult:
-    """Drop unknown fields from ``value`` in place and report them and type errors."""
+    """Drop unknown fields from ``value`` in place, write times as kube writes them, and
+    report unknown fields and type errors."""
     result = result or CheckResult()
     _check(value, schema, path, result)
     return result
 
 
-def _check(value: Any, schema: Schema, path: str, result: CheckResult) -> None:
+def _check(value: Any, schema: Schema, path: str, result: CheckResult) -> Any:
+    """``value`` as kube would store it (times normalized); errors go to ``result``."""
+    if value is None:
+        return value
+    moment = times.KINDS.get(schema.get("$ref", ""))
+    if moment is not None:
+        return _check_time(value, moment, path, result)
     schema = resolve(schema)
-    if value is None or schema.get("x-kubernetes-preserve-unknown-fields"):
-        return
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return value
     if schema.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, int | str):
             result.errors.append(_type_error(path, value, "int or string"))
-        return
+        return value
     kind = schema.get("type")
     if kind == "object":
         _check_object(value, schema, path, result)
     elif kind == "array":
         if not isinstance(value, list):
             result.errors.append(_type_error(path, value, "array"))
-            return
+            return value
         items = schema.get("items") or {}
         for index, item in enumerate(value):
-            _check(item, items, f"{path}[{index}]", result)
+            value[index] = _check(item, items, f"{path}[{index}]", result)
     elif kind == "string":
         _check_string(value, schema, path, result)
     elif kind == "integer":
@@ -118,6 +126,18 @@ def _check(value: Any, schema: Schema, path: str, result: CheckResult) -> None:
             result.errors.append(_type_error(path, value, "number"))
     elif kind == "boolean" and not isinstance(value, bool):
         result.errors.append(_type_error(path, value, "boolean"))
+    return value
+
+
+def _check_time(value: Any, moment: times.Precision, path: str, result: CheckResult) -> Any:
+    if not isinstance(value, str):
+        result.errors.append(_type_error(path, value, "string"))
+        return value
+    try:
+        return times.normalized(value, moment)
+    except ValueError as err:
+        result.errors.append(str(err))
+        return value
 
 
 def _check_string(value: Any, schema: Schema, path: str, result: CheckResult) -> None:
@@ -146,4 +166,4 @@ def _check_object(value: Any, schema: Schema, path: str, result: CheckResult) ->
             result.unknown.append(_path(path, key))
             del value[key]
             continue
-        _check(value[key], sub, _path(path, key), result)
+        value[key] = _check(value[key], sub, _path(path, key), result)

@@ -131,6 +131,15 @@ def test_leases(api, ns):
     code, _ = api.post(path, {"metadata": {"name": "bad"}, "spec": {
         "leaseDurationSeconds": 0}})
     assert code == 422
+    code, status = api.post(path, {"metadata": {"name": "bad"}, "spec": {
+        "renewTime": "not-a-time"}})
+    assert code == 400 and status["reason"] == "BadRequest"
+    assert status["message"].startswith('Lease in version "v1" cannot be handled as a Lease: '
+                                        'parsing time "not-a-time"')
+    code, made = api.post(path, {"metadata": {"name": "offset"}, "spec": {
+        "renewTime": "2024-05-06T09:08:09.123456+02:00"}})
+    assert code == 201 and made["spec"]["renewTime"] == "2024-05-06T07:08:09.123456Z"
+    assert api.get(f"{path}/bad")[0] == 404, "nothing stored"
 
 
 def test_webhook_configurations_are_validated(api):
