@@ -134,20 +134,25 @@ def test_mutating_limit_is_separate(gw: GatewayProcess) -> None:
 
 
 def test_request_outliving_the_deadline_is_504(gw: GatewayProcess) -> None:
+    # Left alone the list would end after ~3 s with a different 504 (resource version too
+    # large); the Timeout message shows the 2 s --request-timeout ended it first.
     started = time.monotonic()
     code, body, _ = https(gw, "GET", SLOW_LIST, token="alice-token-9f8e7d")
     assert code == 504
     assert body["reason"] == "Timeout"
     assert body["message"] == ("Timeout: request did not complete within requested timeout "
                                "- context deadline exceeded")
-    assert time.monotonic() - started < 2.9, "the 2s --request-timeout ended it"
+    assert time.monotonic() - started >= 1.9
 
 
-def test_timeout_parameter_shortens_the_deadline(gw: GatewayProcess) -> None:
+def test_timeout_parameter_shortens_the_deadline_only(gw: GatewayProcess) -> None:
     started = time.monotonic()
-    code, body, _ = https(gw, "GET", SLOW_LIST + "&timeout=500ms", token="alice-token-9f8e7d")
+    code, body, _ = https(gw, "GET", SLOW_LIST + "&timeout=200ms", token="alice-token-9f8e7d")
     assert (code, body["reason"]) == (504, "Timeout")
-    assert time.monotonic() - started < 1.9
+    assert time.monotonic() - started < 1.8, "ended by ?timeout, not by --request-timeout"
+    code, body, _ = https(gw, "GET", SLOW_LIST + "&timeout=1h", token="alice-token-9f8e7d")
+    assert body["message"].startswith("Timeout: request did not complete"), \
+        "capped at --request-timeout"
     code, body, _ = https(gw, "GET", "/api/v1/namespaces/default/configmaps?timeout=soon",
                           token="alice-token-9f8e7d")
     assert code == 400 and body["reason"] == "BadRequest"
