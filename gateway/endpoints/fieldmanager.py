@@ -41,9 +41,27 @@ IGNORED_METADATA = frozenset({"name", "namespace", "uid", "resourceVersion", "ge
 # -- field sets -------------------------------------------------------------------------------
 
 
-def _key_of(element: Any, keys: list[str]) -> str:
-    fields = {k: element.get(k) for k in keys if isinstance(element, dict) and k in element}
-    return "k:" + json.dumps(fields, separators=(",", ":"), sort_keys=True)
+def _key_fields(element: Any, list_schema: dict) -> dict[str, Any]:
+    """The map keys of a list element; a missing key takes its schema default (TCP for a port)."""
+    if not isinstance(element, dict):
+        return {}
+    item = items_schema(list_schema) or {}
+    fields = {}
+    for key in resolve(list_schema).get("x-kubernetes-list-map-keys", []):
+        if key in element:
+            fields[key] = element[key]
+        elif "default" in (sub := resolve(property_schema(item, key) or {})):
+            fields[key] = sub["default"]
+    return fields
+
+
+def _key_of(element: Any, list_schema: dict) -> str:
+    return "k:" + json.dumps(_key_fields(element, list_schema), separators=(",", ":"),
+                             sort_keys=True)
+
+
+def _is_element(element: Any, key: dict[str, Any], list_schema: dict) -> bool:
+    return isinstance(element, dict) and _key_fields(element, list_schema) == key
 
 
 def _value_key(value: Any) -> str:
@@ -94,12 +112,11 @@ def _flatten(value: dict, schema: dict, path: Path, out: dict[Path, Any], *,
 
 def _flatten_list(value: list, schema: dict, path: Path, out: dict[Path, Any]) -> None:
     kind, items = list_type(schema), items_schema(schema) or {}
-    keys = resolve(schema).get("x-kubernetes-list-map-keys", [])
     for element in value:
         if kind == "set":
             out[(*path, _value_key(element))] = element
         elif isinstance(element, dict):
-            element_path = (*path, _key_of(element, keys))
+            element_path = (*path, _key_of(element, schema))
             out[element_path] = MEMBER
             _flatten(element, resolve(items), element_path, out, struct=True)
 
@@ -163,7 +180,8 @@ class Entries:
             self.entries[key] = (entry.get("apiVersion", ""), paths, entry.get("time", ""))
 
     def owners(self, path: Path, *, excluding: tuple[str, str, str]) -> list[Object]:
-        return [{"manager": key[0], "apiVersion": value[0]}
+        return [{"manager": key[0], "operation": key[1], "subresource": key[2],
+                 "apiVersion": value[0]}
                 for key, value in self.entries.items()
                 if key != excluding and path in value[1]]
 
@@ -240,33 +258,51 @@ def apply(current: Object | None, applied: Object, schema: dict, *, manager: str
     entries = Entries(base.get("metadata", {}).get("managedFields"))
     key = (manager, "Apply", subresource)
     skip_status = subresource != "status" and _has_status(schema)
-    applied_flat = flatten(applied, schema, skip_status=skip_status)
+    applied_set = applied_fields(applied, schema, skip_status=skip_status)
     current_flat = flatten(base, schema, skip_status=skip_status) if current else {}
-    _check_conflicts(applied_flat, current_flat, entries, key, force)
+    changed = {p for p, v in applied_set.items()
+               if p not in current_flat or current_flat[p] != v}
+    if not force:
+        _check_conflicts(changed, entries, key)
     previously = entries.entries.get(key, ("", set(), ""))[1]
     others = set().union(*(paths for k, (_, paths, _) in entries.entries.items() if k != key))
     result = _merge(base, applied, schema)
-    for path in sorted(previously - set(applied_flat) - others, key=len, reverse=True):
-        _remove(result, path, schema)
-    if force:
-        entries.take(set(applied_flat), keep=key)
-    entries.set(key, api_version, set(applied_flat))
+    _prune(result, previously - set(applied_set) - others, others, schema)
+    entries.take(changed, keep=key)
+    entries.set(key, api_version, set(applied_set))
     result_flat = flatten(result, schema, skip_status=skip_status)
     entries.forget(set(current_flat) - set(result_flat))
     result.setdefault("metadata", {})["managedFields"] = entries.to_list()
     return result
 
 
-def _check_conflicts(applied: dict[Path, Any], current: dict[Path, Any], entries: Entries,
-                     key: tuple[str, str, str], force: bool) -> None:
-    if force:
-        return
-    conflicts = []
-    for path, value in applied.items():
-        if path not in current or current[path] == value or value is MEMBER:
-            continue
-        for owner in entries.owners(path, excluding=key):
-            conflicts.append((owner, path))
+def applied_fields(applied: Object, schema: dict, *, skip_status: bool) -> dict[Path, Any]:
+    """What an applier owns: the applied configuration's leaves and list elements.
+
+    Unlike an update, an apply does not own the maps and lists that hold its fields (no "."
+    for .data or .spec.ports), so dropping its last label does not claim the labels map.
+    """
+    return {path: value for path, value in flatten(applied, schema, skip_status=skip_status).items()
+            if not (value is MEMBER and path[-1].startswith("f:"))}
+
+
+def _prune(obj: Object, removed: set[Path], kept: set[Path], schema: dict) -> None:
+    """Remove the fields an applier no longer applies that nobody else owns.
+
+    A list element goes as a whole, unless someone else owns a field inside it; then only the
+    unowned fields in it go.
+    """
+    elements = {p for p in removed if p[-1][:2] in ("k:", "v:")
+                and not any(o[:len(p)] == p and len(o) > len(p) for o in kept)}
+    for path in sorted(removed, key=len, reverse=True):
+        inside_removed_element = any(path[:i] in elements for i in range(1, len(path)))
+        if path in elements or not (path[-1][:2] in ("k:", "v:") or inside_removed_element):
+            _remove(obj, path, schema)
+
+
+def _check_conflicts(changed: set[Path], entries: Entries, key: tuple[str, str, str]) -> None:
+    conflicts = [(owner, path) for path in sorted(changed)
+                 for owner in entries.owners(path, excluding=key)]
     if conflicts:
         raise conflict_error(conflicts)
 
@@ -287,16 +323,44 @@ def field_path_string(path: Path) -> str:
 
 
 def conflict_error(conflicts: list[tuple[Object, Path]]) -> status.StatusError:
-    lines = [f'conflict with "{o["manager"]}" using {o["apiVersion"]}: '
-             f'{field_path_string(p)}' for o, p in conflicts]
-    count = len(conflicts)
-    noun = "conflict" if count == 1 else "conflicts"
-    message = (f"Apply failed with {count} {noun}: " + lines[0] if count == 1
-               else f"Apply failed with {count} {noun}: " + "\n".join(lines))
-    causes = [status.Cause("FieldManagerConflict",
-                           f'conflict with "{o["manager"]}" using {o["apiVersion"]}',
+    """409 as kube words it: one conflict inline, several grouped by manager."""
+    if len(conflicts) == 1:
+        owner, path = conflicts[0]
+        message = (f"Apply failed with 1 conflict: conflict with {_manager_text(owner)}: "
+                   f"{field_path_string(path)}")
+    else:
+        groups: dict[str, list[str]] = {}
+        names: dict[str, str] = {}
+        for owner, path in conflicts:
+            ident = _manager_identifier(owner)
+            groups.setdefault(ident, []).append(f"- {field_path_string(path)}")
+            names[ident] = _manager_text(owner)
+        lines = [line for ident in sorted(groups)
+                 for line in (f"conflicts with {names[ident]}:", *groups[ident])]
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    causes = [status.Cause("FieldManagerConflict", f"conflict with {_manager_text(o)}",
                            field_path_string(p)) for o, p in conflicts]
     return status.StatusError(409, "Conflict", message, causes=causes)
+
+
+def _manager_identifier(owner: Object) -> str:
+    """The key kube sorts managers by: its JSON manager identifier."""
+    ident = {"manager": owner["manager"], "operation": owner.get("operation", "Update")}
+    if ident["operation"] == "Update":
+        ident["apiVersion"] = owner.get("apiVersion", "")
+    if owner.get("subresource"):
+        ident["subresource"] = owner["subresource"]
+    return json.dumps(ident, separators=(",", ":"))
+
+
+def _manager_text(owner: Object) -> str:
+    """A manager as kube names it: "m", "m" with subresource "status", "m" using v1."""
+    text = json.dumps(owner["manager"])
+    if owner.get("subresource"):
+        text += f" with subresource {json.dumps(owner['subresource'])}"
+    if owner.get("operation", "Update") == "Update":
+        text += f" using {owner.get('apiVersion', '')}"
+    return text
 
 
 def _merge(current: Any, applied: Any, schema: dict) -> Any:
@@ -319,12 +383,11 @@ def _merge_list(current: list, applied: list, schema: dict) -> list:
     kind = list_type(schema)
     if kind == "set":
         return current + [v for v in applied if v not in current]
-    keys = resolve(schema).get("x-kubernetes-list-map-keys", [])
     items = items_schema(schema) or {}
-    by_key = {_key_of(e, keys): i for i, e in enumerate(current) if isinstance(e, dict)}
+    by_key = {_key_of(e, schema): i for i, e in enumerate(current) if isinstance(e, dict)}
     result = list(current)
     for element in applied:
-        index = by_key.get(_key_of(element, keys))
+        index = by_key.get(_key_of(element, schema))
         if index is None:
             result.append(copy.deepcopy(element))
         else:
@@ -347,9 +410,8 @@ def _remove(obj: Any, path: Path, schema: dict) -> None:
         if not (container and isinstance(child, dict | list) and child):
             del parent[rest]
     elif kind == "k" and isinstance(parent, list):
-        keys = json.loads(rest)
-        parent[:] = [e for e in parent if not (isinstance(e, dict) and
-                                                all(e.get(k) == v for k, v in keys.items()))]
+        key = json.loads(rest)
+        parent[:] = [e for e in parent if not _is_element(e, key, node_schema)]
     elif kind == "v" and isinstance(parent, list):
         value = json.loads(rest)
         parent[:] = [e for e in parent if e != value]
@@ -360,8 +422,8 @@ def _step(node: Any, part: str, schema: dict) -> tuple[Any, dict]:
     if kind == "f" and isinstance(node, dict):
         return node.get(rest), property_schema(schema, rest) or {}
     if kind == "k" and isinstance(node, list):
-        keys = json.loads(rest)
+        key = json.loads(rest)
         for element in node:
-            if isinstance(element, dict) and all(element.get(k) == v for k, v in keys.items()):
+            if _is_element(element, key, schema):
                 return element, items_schema(schema) or {}
     return None, {}
