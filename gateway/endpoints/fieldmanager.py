@@ -121,10 +121,35 @@ def _flatten_list(value: list, schema: dict, path: Path, out: dict[Path, Any]) -
             _flatten(element, resolve(items), element_path, out, struct=True)
 
 
+def path_order(path: Path) -> tuple:
+    """Paths in structured-merge-diff's order: fields, then keyed items, then set values;
+    numbers compared as numbers, so port 80 comes before port 443."""
+    return tuple(_part_order(part) for part in path)
+
+
+def _part_order(part: str) -> tuple:
+    kind, _, rest = part.partition(":")
+    if kind == "f":
+        return (0, rest)
+    value = json.loads(rest)
+    if kind == "k":
+        return (1, tuple(item for name, field in sorted(value.items())
+                         for item in ((2, name), _value_order(field))))
+    return (2, _value_order(value))
+
+
+def _value_order(value: Any) -> tuple:
+    if isinstance(value, bool):
+        return (1, str(value))
+    if isinstance(value, int | float):
+        return (0, value)
+    return (2, json.dumps(value, sort_keys=True))
+
+
 def to_fields_v1(paths: set[Path]) -> Object:
     """A set of paths in FieldsV1's nested form."""
     tree: Object = {}
-    for path in sorted(paths):
+    for path in sorted(paths, key=path_order):
         node = tree
         for part in path:
             node = node.setdefault(part, {})
@@ -301,7 +326,7 @@ def _prune(obj: Object, removed: set[Path], kept: set[Path], schema: dict) -> No
 
 
 def _check_conflicts(changed: set[Path], entries: Entries, key: tuple[str, str, str]) -> None:
-    conflicts = [(owner, path) for path in sorted(changed)
+    conflicts = [(owner, path) for path in sorted(changed, key=path_order)
                  for owner in entries.owners(path, excluding=key)]
     if conflicts:
         raise conflict_error(conflicts)

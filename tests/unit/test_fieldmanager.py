@@ -562,3 +562,18 @@ def test_conflict_error_several() -> None:
         '- .data.x\n'
         '- .data.z'
     )
+
+
+def test_conflicts_and_fields_v1_in_kube_order() -> None:
+    # structured-merge-diff orders keyed items by their key values, numbers as numbers
+    ports = [{"port": 443, "protocol": "TCP", "targetPort": 1},
+             {"port": 80, "protocol": "TCP", "targetPort": 2}]
+    current = created(service(ports), SERVICE)
+    changed = [dict(p, targetPort=9) for p in ports]
+    with pytest.raises(StatusError) as err:
+        apply(current, service(changed), schema=SERVICE)
+    assert [c.field for c in err.value.causes] == [
+        '.spec.ports[port=80,protocol="TCP"].targetPort',
+        '.spec.ports[port=443,protocol="TCP"].targetPort']
+    tree = fields_of(current, "creator")["f:spec"]["f:ports"]
+    assert [k for k in tree if k != "."] == [PORT80, PORT443]
