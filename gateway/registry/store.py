@@ -15,14 +15,15 @@ import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gateway.admission.matching import Attributes
 from gateway.auth.user import UserInfo
 from gateway.clock import now_rfc3339
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints.listoptions import EXACT, ListOptions
 from gateway.registry.resource import ResourceDef
-from gateway.registry.validation import required
+from gateway.registry.validation import object_meta_causes, required
 from gateway.schema.walk import check
 from gateway.storage.errors import (
     KeyExistsError,
@@ -36,6 +37,9 @@ from gateway.storage.watchcache import Cacher, CacheWatcher
 #: Checks, before a create, that the object's namespace can take it (namespace lifecycle).
 NamespaceCheck = Callable[[str], Awaitable[None]]
 #: Checks a write before it is stored: (new object, current object or None, options).
+if TYPE_CHECKING:
+    from gateway.admission.webhooks import WebhookAdmission
+
 Admission = Callable[["Object", "Object | None", "WriteOptions"], Awaitable[None]]
 
 CONFLICT_MESSAGE = (
@@ -86,10 +90,65 @@ class RESTStore:
         self.strategy = resource.strategy
         self.namespace_check = namespace_check
         self.admission: list[Admission] = []
+        #: The admission webhooks, called after the checks in ``admission``.
+        self.webhooks: WebhookAdmission | None = None
 
     async def _admit(self, new: Object, old: Object | None, options: WriteOptions) -> None:
         for admit in self.admission:
             await admit(new, old, options)
+
+    async def _admit_webhooks(self, operation: str, namespace: str, obj: Object | None,
+                              old: Object | None, options: WriteOptions,
+                              delete: DeleteOptions | None = None) -> Object | None:
+        """Mutating, then validating webhooks; an object a webhook changed is checked again."""
+        if self.webhooks is None:
+            return obj
+        attrs = Attributes(operation, self.resource, options.subresource, namespace,
+                           (obj or old or {}).get("metadata", {}).get("name", ""), obj, old,
+                           options.user, options.dry_run,
+                           _options_document(operation, options, delete), options.warnings)
+        mutated = await self.webhooks.mutate(attrs)
+        if mutated is not None and obj is not None:
+            obj = attrs.obj = self._after_mutation(mutated, obj, old, options)
+        await self.webhooks.validate(attrs)
+        return obj
+
+    def _after_mutation(self, mutated: Object, before: Object, old: Object | None,
+                        options: WriteOptions) -> Object:
+        """What a mutating webhook may not change is put back; the rest is validated again
+        and its fields recorded for the request's manager."""
+        mutated["kind"], mutated["apiVersion"] = before["kind"], before["apiVersion"]
+        if not isinstance(mutated.get("metadata"), dict):
+            mutated["metadata"] = {}
+        meta, kept = mutated["metadata"], before["metadata"]
+        for key in ("name", "namespace", "uid", "creationTimestamp", "resourceVersion",
+                    "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            if key in kept:
+                meta[key] = kept[key]
+            else:
+                meta.pop(key, None)
+        if old is not None and self.strategy.has_generation:
+            changed = _spec_changed(mutated, old)
+            meta["generation"] = int(old["metadata"].get("generation", 1)) + int(changed)
+        return self._validated(mutated, old, options)
+
+    def _validated(self, new: Object, old: Object | None, options: WriteOptions) -> Object:
+        """Metadata and the strategy's checks (422), then the fields the write's manager set."""
+        meta = new["metadata"]
+        name = meta.get("name", "")
+        causes = object_meta_causes(meta)
+        if old is None:
+            causes += self.strategy.validate_name(name) + self.strategy.validate(new)
+        else:
+            causes += self.strategy.validate_update(new, old)
+        if causes:
+            raise self._invalid(name, causes)
+        if not options.apply:
+            fieldmanager.record_update(old, new, self.resource.schema_ref,
+                                       manager=options.manager,
+                                       api_version=self.resource.api_version,
+                                       subresource=options.subresource)
+        return new
 
     # -- errors and checks ----------------------------------------------------------------
 
@@ -245,6 +304,8 @@ class RESTStore:
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
         await self._admit(obj, None, options)
+        obj = await self._admit_webhooks("CREATE", namespace, obj, None, options)
+        meta = obj["metadata"]
         if options.dry_run:
             return obj
         for attempt in range(_GENERATE_ATTEMPTS):
@@ -275,7 +336,8 @@ class RESTStore:
         if self.strategy.has_status:
             obj.pop("status", None)
         self.strategy.prepare_for_create(obj)
-        causes = self.strategy.validate_name(name) + self.strategy.validate(obj)
+        causes = (self.strategy.validate_name(name) + object_meta_causes(meta)
+                  + self.strategy.validate(obj))
         if causes:
             raise self._invalid(name, causes)
 
@@ -322,7 +384,7 @@ class RESTStore:
                 return await self._create_on_write(namespace, new, options)
             prepared = self._prepare_update(new, current, options)
             await self._admit(prepared, current, options)
-            return prepared
+            return await self._admit_webhooks("UPDATE", namespace, prepared, current, options)
 
         if options.dry_run:
             return await self._dry_run_write(key, update), created
@@ -354,7 +416,7 @@ class RESTStore:
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
         await self._admit(new, None, options)
-        return new
+        return await self._admit_webhooks("CREATE", namespace, new, None, options)
 
     def _prepare_update(self, new: Object, current: Object, options: WriteOptions) -> Object:
         cur_meta, meta = current["metadata"], new["metadata"]
@@ -383,15 +445,7 @@ class RESTStore:
             self.strategy.prepare_for_update(new, current)
         if self.strategy.has_generation and _spec_changed(new, current):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1
-        causes = self.strategy.validate_update(new, current)
-        if causes:
-            raise self._invalid(name, causes)
-        if not options.apply:
-            fieldmanager.record_update(current, new, self.resource.schema_ref,
-                                       manager=options.manager,
-                                       api_version=self.resource.api_version,
-                                       subresource=options.subresource)
-        return new
+        return self._validated(new, current, options)
 
     # -- delete ---------------------------------------------------------------------------
 
@@ -407,6 +461,7 @@ class RESTStore:
         except StorageError as err:
             raise self._status(err, name) from None
         self.strategy.validate_delete(current)
+        await self._admit_webhooks("DELETE", namespace, None, current, write, options)
         pending = self.strategy.pending_finalizers(current)
         if write.dry_run:
             return current, not pending
@@ -467,6 +522,26 @@ class RESTStore:
                 raise
             deleted.append(result)
         return deleted
+
+
+def _options_document(operation: str, options: WriteOptions,
+                      delete: DeleteOptions | None) -> Object:
+    """The request's options as admission reviews carry them (Create/Update/Patch/Delete)."""
+    kind = {"CREATE": "CreateOptions", "DELETE": "DeleteOptions"}.get(
+        operation, "PatchOptions" if options.apply else "UpdateOptions")
+    doc: Object = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+    if options.dry_run:
+        doc["dryRun"] = ["All"]
+    if delete is not None:
+        if delete.propagation_policy:
+            doc["propagationPolicy"] = delete.propagation_policy
+        if delete.grace_period_seconds is not None:
+            doc["gracePeriodSeconds"] = delete.grace_period_seconds
+    elif options.manager:
+        doc["fieldManager"] = options.manager
+    if options.apply and options.force:
+        doc["force"] = True
+    return doc
 
 
 def _generated_name(base: str) -> str:

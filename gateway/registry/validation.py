@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from gateway.endpoints.status import Cause
+from gateway.registry.labels import label_value_errors, qualified_name_errors
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -67,3 +68,28 @@ def path_segment_causes(name: str, path: str = "metadata.name") -> list[Cause]:
         if bad in name:
             return [invalid(path, name, f"may not contain '{bad}'")]
     return []
+
+
+#: apimachinery's TotalAnnotationSizeLimitB: keys and values together.
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
+def object_meta_causes(meta: dict) -> list[Cause]:
+    """Labels, annotations and finalizers as ValidateObjectMeta checks them on every object."""
+    causes: list[Cause] = []
+    for key, value in (meta.get("labels") or {}).items():
+        causes += [invalid("metadata.labels", key, e) for e in qualified_name_errors(key)]
+        causes += [invalid("metadata.labels", str(value), e)
+                   for e in label_value_errors(str(value))]
+    annotations = meta.get("annotations") or {}
+    for key in annotations:
+        causes += [invalid("metadata.annotations", key, e)
+                   for e in qualified_name_errors(key.lower())]
+    size = sum(len(k.encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        causes.append(Cause("FieldValueTooLong", "Too long: may not be more than "
+                            f"{ANNOTATIONS_MAX_BYTES} bytes", "metadata.annotations"))
+    for finalizer in meta.get("finalizers") or []:
+        causes += [invalid("metadata.finalizers", str(finalizer), e)
+                   for e in qualified_name_errors(str(finalizer))]
+    return causes

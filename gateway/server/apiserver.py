@@ -15,6 +15,8 @@ import asyncio
 import structlog
 from aiohttp import web
 
+from gateway.admission.webhooks import WebhookAdmission
+from gateway.aggregator.resolver import ServiceResolver
 from gateway.apis.authentication import reviews as authn_reviews
 from gateway.apis.authorization import reviews as authz_reviews
 from gateway.apis.core.namespaces import SYSTEM_NAMESPACES
@@ -72,6 +74,7 @@ class Gateway:
                                       min_request_timeout=options.min_request_timeout,
                                       stopping=self.stopping)
         self.security = self._install_security()
+        self.webhooks = self._install_webhooks()
         self.discovery = Discovery(self.api_groups)
         self.openapi = OpenAPI(self.api_resources)
         self._install_non_resource_paths()
@@ -145,6 +148,20 @@ class Gateway:
                 core.store(plural, "rbac.authorization.k8s.io").admission.append(
                     check.binding_hook(plural))
         return security
+
+    def _install_webhooks(self) -> WebhookAdmission:
+        """Admission webhooks on every built-in resource's writes."""
+        core, group = self.core, "admissionregistration.k8s.io"
+        resolver = ServiceResolver(core.store("services"), core.store("endpoints"),
+                                   routing=self.options.enable_aggregator_routing)
+        configs = (core.store("mutatingwebhookconfigurations", group),
+                   core.store("validatingwebhookconfigurations", group))
+        for store in configs:  # a configuration counts from the moment its write returns
+            store.cacher.read_your_writes = True
+        webhooks = WebhookAdmission(*configs, core.namespaces, resolver)
+        for store in core.stores.values():
+            store.webhooks = webhooks
+        return webhooks
 
     async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
         """The uid of a service account or secret (tokens are bound to them), or None."""
@@ -265,6 +282,7 @@ class Gateway:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.webhooks.close()
         await self.factory.close()
         await self.storage.close()
         if self.audit is not None:

@@ -1,5 +1,5 @@
 """admissionregistration.k8s.io/v1 validating and mutating webhook configurations: stored,
-defaulted, validated and served. (Calling the webhooks on writes is not done yet.)"""
+defaulted, validated and served. The webhooks are called on writes by gateway.admission."""
 
 from __future__ import annotations
 

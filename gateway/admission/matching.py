@@ -1,0 +1,112 @@
+"""Which webhooks a write goes to: rules, scope and selectors, as kube's webhook matcher reads them.
+
+A rule matches when the operation, API group, version and resource all do. Resources are
+``plural`` (the object itself), ``plural/sub`` (a subresource), with ``*`` on either side; a
+bare ``*`` is every resource but no subresource. The namespace selector is read against the
+labels of the request's namespace (for a Namespace, its own labels; cluster-scoped objects
+always match); the object selector against the old or the new object's labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.auth.user import UserInfo
+from gateway.registry.labels import from_label_selector
+from gateway.registry.resource import ResourceDef
+
+Object = dict[str, Any]
+
+#: Webhook configurations are never sent to webhooks, so a bad one can always be removed.
+EXEMPT = frozenset({
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+})
+
+
+@dataclass
+class Attributes:
+    """One write as admission sees it."""
+
+    operation: str  # CREATE, UPDATE or DELETE
+    resource: ResourceDef
+    subresource: str
+    namespace: str
+    name: str
+    obj: Object | None
+    old: Object | None
+    user: UserInfo | None
+    dry_run: bool
+    options: Object = field(default_factory=dict)
+    #: Warning headers for the response; webhooks may add to them.
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exempt(self) -> bool:
+        return (self.resource.group, self.resource.plural) in EXEMPT
+
+
+def rules_match(webhook: Object, attrs: Attributes) -> bool:
+    return any(_rule_matches(rule, attrs) for rule in webhook.get("rules") or [])
+
+
+def _rule_matches(rule: Object, attrs: Attributes) -> bool:
+    res = attrs.resource
+    return (_listed(rule.get("operations"), attrs.operation)
+            and _listed(rule.get("apiGroups"), res.group)
+            and _listed(rule.get("apiVersions"), res.version)
+            and _resource_listed(rule.get("resources") or [], res.plural, attrs.subresource)
+            and _scope_matches(rule.get("scope") or "*", attrs))
+
+
+def _listed(values: list[str] | None, value: str) -> bool:
+    return any(v in ("*", value) for v in values or [])
+
+
+def _resource_listed(patterns: list[str], plural: str, subresource: str) -> bool:
+    for pattern in patterns:
+        resource, _, sub = pattern.partition("/")
+        if resource in ("*", plural) and sub in ("*", subresource):
+            return True
+    return False
+
+
+def _scope_matches(scope: str, attrs: Attributes) -> bool:
+    is_namespace = attrs.resource.group == "" and attrs.resource.plural == "namespaces"
+    if scope == "Namespaced":
+        return not is_namespace and bool(attrs.namespace)
+    if scope == "Cluster":
+        return is_namespace or not attrs.namespace
+    return True
+
+
+def object_selector_matches(webhook: Object, attrs: Attributes) -> bool:
+    selector = from_label_selector(webhook.get("objectSelector"))
+    if selector is None:
+        return False
+    if selector.empty:
+        return True
+    return any(selector.matches(_labels(obj)) for obj in (attrs.obj, attrs.old)
+               if obj is not None)
+
+
+def namespace_selector_matches(webhook: Object, attrs: Attributes,
+                               namespace_labels: dict[str, str] | None) -> bool:
+    """``namespace_labels``: the labels of the request's namespace (None when not found)."""
+    selector = from_label_selector(webhook.get("namespaceSelector"))
+    if selector is None:
+        return False
+    if selector.empty:
+        return True
+    res = attrs.resource
+    if res.group == "" and res.plural == "namespaces":
+        return any(selector.matches(_labels(obj)) for obj in (attrs.obj, attrs.old)
+                   if obj is not None)
+    if not res.namespaced:
+        return True
+    return selector.matches(namespace_labels or {})
+
+
+def _labels(obj: Object) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}

@@ -1,0 +1,273 @@
+"""Admission webhooks: every write is sent to the webhooks whose configuration matches it.
+
+Mutating webhooks are called one after another, configurations in name order, each seeing the
+object as the ones before it left it, and may answer with a JSON patch. Validating webhooks are
+then called all at once and may only allow or deny. Each call is an AdmissionReview (v1, or
+v1beta1 for a webhook that only speaks that) posted over HTTPS to ``clientConfig.url`` or to the
+Service ``clientConfig.service`` (see gateway.aggregator.resolver), verified against
+``clientConfig.caBundle``, within ``timeoutSeconds``. A webhook that cannot be called, or answers
+nonsense, fails the write with 500 under ``failurePolicy: Fail`` and is skipped under ``Ignore``;
+a denial becomes the Status the webhook gave (at least 400), as kube words it.
+
+Not done: ``matchConditions`` (CEL) are not evaluated, so such a webhook is called whenever its
+rules and selectors match; ``reinvocationPolicy: IfNeeded`` does not call a webhook again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import ssl
+import uuid
+from typing import Any
+
+import aiohttp
+import jsonpatch
+import structlog
+
+from gateway.admission.matching import (
+    Attributes,
+    namespace_selector_matches,
+    object_selector_matches,
+    rules_match,
+)
+from gateway.aggregator.resolver import ResolveError, ServiceResolver
+from gateway.endpoints import status
+from gateway.registry.store import RESTStore
+from gateway.storage.errors import KeyNotFoundError, StorageError
+
+log = structlog.get_logger(__name__)
+
+Object = dict[str, Any]
+REVIEW_VERSIONS = ("v1", "v1beta1")
+
+
+class CallError(Exception):
+    """The webhook could not be called or gave no usable answer (failurePolicy decides)."""
+
+
+class WebhookAdmission:
+    """The mutating and validating webhook phases of admission, for every REST store."""
+
+    def __init__(self, mutating: RESTStore, validating: RESTStore, namespaces: RESTStore,
+                 resolver: ServiceResolver) -> None:
+        self.mutating = mutating
+        self.validating = validating
+        self.namespaces = namespaces
+        self.resolver = resolver
+        self._session: aiohttp.ClientSession | None = None
+        self._contexts: dict[str, ssl.SSLContext] = {}
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    # -- the two phases ---------------------------------------------------------------------
+
+    async def mutate(self, attrs: Attributes) -> Object | None:
+        """The object after every matching mutating webhook (None when none changed it)."""
+        webhooks = await self._matching(self.mutating, attrs)
+        if not webhooks:
+            return None
+        obj, changed = attrs.obj, False
+        for webhook in webhooks:
+            response = await self._admit_one(webhook, attrs, mutating=True)
+            if response is None or not response.get("patch") or attrs.operation == "DELETE":
+                continue
+            obj = _patched(webhook["name"], obj, response["patch"])
+            attrs.obj, changed = obj, True
+        return obj if changed else None
+
+    async def validate(self, attrs: Attributes) -> None:
+        """Call every matching validating webhook at once; the first denial (in order) wins."""
+        webhooks = await self._matching(self.validating, attrs)
+        results = await asyncio.gather(
+            *(self._admit_one(w, attrs, mutating=False) for w in webhooks),
+            return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    # -- which webhooks ---------------------------------------------------------------------
+
+    async def _matching(self, store: RESTStore, attrs: Attributes) -> list[Object]:
+        if attrs.exempt:
+            return []
+        configs = sorted(store.cacher.objects(), key=lambda c: c["metadata"]["name"])
+        candidates = [w for c in configs for w in c.get("webhooks") or []
+                      if rules_match(w, attrs) and object_selector_matches(w, attrs)]
+        if not candidates:
+            return []
+        labels = await self._namespace_labels(attrs)
+        return [w for w in candidates if namespace_selector_matches(w, attrs, labels)]
+
+    async def _namespace_labels(self, attrs: Attributes) -> dict[str, str] | None:
+        if not attrs.namespace or not attrs.resource.namespaced:
+            return None
+        key = self.namespaces.resource.key("", attrs.namespace)
+        try:
+            namespace = await self.namespaces.cacher.get_cached(key)
+        except KeyNotFoundError:
+            return None
+        except StorageError as err:
+            raise status.internal_error(f"reading namespace {attrs.namespace}: {err}") from None
+        return (namespace.get("metadata") or {}).get("labels") or {}
+
+    # -- one call -----------------------------------------------------------------------------
+
+    async def _admit_one(self, webhook: Object, attrs: Attributes, *,
+                         mutating: bool) -> Object | None:
+        """The webhook's AdmissionResponse (None when it failed and may be ignored)."""
+        name = webhook.get("name", "")
+        try:
+            response = await self._call(webhook, attrs, mutating=mutating)
+        except CallError as err:
+            if webhook.get("failurePolicy", "Fail") == "Ignore":
+                log.warning("admission webhook failed; ignored by its failurePolicy",
+                            webhook=name, error=str(err))
+                return None
+            raise status.internal_error(f'failed calling webhook "{name}": {err}') from None
+        for warning in response.get("warnings") or []:
+            attrs.warnings.append(str(warning))
+        if not response.get("allowed"):
+            raise denied(name, response.get("status"))
+        return response
+
+    async def _call(self, webhook: Object, attrs: Attributes, *, mutating: bool) -> Object:
+        versions = [v for v in webhook.get("admissionReviewVersions") or []
+                    if v in REVIEW_VERSIONS]
+        version = versions[0] if versions else "v1"
+        uid = str(uuid.uuid4())
+        body = review_request(uid, attrs, version)
+        reply = await self._post(webhook, body)
+        return review_response(reply, uid, version, mutating=mutating)
+
+    async def _post(self, webhook: Object, body: Object) -> Any:
+        config = webhook.get("clientConfig") or {}
+        url, server_name = await self._url(config)
+        timeout = int(webhook.get("timeoutSeconds") or 10)
+        url += ("&" if "?" in url else "?") + f"timeout={timeout}s"
+        try:
+            context = self._context(config.get("caBundle") or "")
+            async with asyncio.timeout(timeout):
+                async with self._client().post(
+                    url, data=json.dumps(body).encode(), ssl=context,
+                    server_hostname=server_name,
+                    headers={"Content-Type": "application/json", "Accept": "application/json"},
+                ) as response:
+                    data = await response.read()
+                    code = response.status
+        except TimeoutError:
+            raise CallError(f'failed to call webhook: Post "{url}": context deadline '
+                            "exceeded") from None
+        except (aiohttp.ClientError, OSError, ssl.SSLError, ValueError) as err:
+            raise CallError(f'failed to call webhook: Post "{url}": {err}') from None
+        if code != 200:
+            raise CallError(f"failed to call webhook: the server responded with status {code}")
+        try:
+            return json.loads(data)
+        except ValueError as err:
+            raise CallError(f"received invalid webhook response: {err}") from None
+
+    async def _url(self, config: Object) -> tuple[str, str | None]:
+        """The URL to post to, and the TLS server name when it is not the URL's host."""
+        if config.get("url"):
+            return config["url"], None
+        service = config.get("service") or {}
+        try:
+            address = await self.resolver.resolve(service.get("namespace", ""),
+                                                  service.get("name", ""),
+                                                  int(service.get("port") or 443))
+        except ResolveError as err:
+            raise CallError(f"failed to call webhook: {err}") from None
+        host = f"[{address.host}]" if ":" in address.host else address.host
+        return f"https://{host}:{address.port}{service.get('path') or ''}", address.server_name
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    def _context(self, ca_bundle: str) -> ssl.SSLContext:
+        """TLS trusting ``caBundle`` (base64 PEM), or the system's roots without one."""
+        context = self._contexts.get(ca_bundle)
+        if context is None:
+            pem = base64.b64decode(ca_bundle).decode() if ca_bundle else None
+            context = ssl.create_default_context(cadata=pem)
+            self._contexts[ca_bundle] = context
+        return context
+
+
+# -- AdmissionReview ------------------------------------------------------------------------------
+
+
+def review_request(uid: str, attrs: Attributes, version: str) -> Object:
+    res = attrs.resource
+    kind = {"group": res.group, "version": res.version, "kind": res.kind}
+    resource = {"group": res.group, "version": res.version, "resource": res.plural}
+    request: Object = {
+        "uid": uid, "kind": kind, "resource": resource,
+        "requestKind": kind, "requestResource": resource,
+        "name": attrs.name, "namespace": attrs.namespace, "operation": attrs.operation,
+        "userInfo": attrs.user.to_dict() if attrs.user is not None else {},
+        "object": copy.deepcopy(attrs.obj), "oldObject": copy.deepcopy(attrs.old),
+        "dryRun": attrs.dry_run, "options": attrs.options,
+    }
+    if attrs.subresource:
+        request["subResource"] = request["requestSubResource"] = attrs.subresource
+    if not attrs.namespace:
+        del request["namespace"]
+    return {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview",
+            "request": request}
+
+
+def review_response(review: Any, uid: str, version: str, *, mutating: bool) -> Object:
+    """The response of a webhook's AdmissionReview, checked as kube checks it."""
+    if not isinstance(review, dict):
+        raise CallError("received invalid webhook response: not an AdmissionReview")
+    api_version, kind = review.get("apiVersion"), review.get("kind")
+    if api_version != f"admission.k8s.io/{version}" or kind != "AdmissionReview":
+        raise CallError(f"received invalid webhook response: expected webhook response of "
+                        f"admission.k8s.io/{version}, Kind=AdmissionReview, got "
+                        f"{api_version}, Kind={kind}")
+    response = review.get("response")
+    if not isinstance(response, dict):
+        raise CallError("received invalid webhook response: webhook response was absent")
+    if response.get("uid") != uid:
+        raise CallError(f'received invalid webhook response: expected response.uid="{uid}", '
+                        f'got "{response.get("uid", "")}"')
+    if response.get("patch"):
+        if not mutating:
+            raise CallError("received invalid webhook response: validating webhooks may not "
+                            "return patches")
+        if response.get("patchType") != "JSONPatch":
+            raise CallError("received invalid webhook response: webhook returned invalid "
+                            f'response.patchType of "{response.get("patchType", "")}"')
+    return response
+
+
+def _patched(name: str, obj: Object | None, patch: str) -> Object:
+    try:
+        operations = json.loads(base64.b64decode(patch))
+        return jsonpatch.JsonPatch(operations).apply(copy.deepcopy(obj or {}))
+    except (ValueError, TypeError, KeyError, IndexError, jsonpatch.JsonPatchException,
+            jsonpatch.JsonPointerException) as err:
+        raise status.internal_error(f'admission webhook "{name}" returned a patch that '
+                                    f"cannot be applied: {err}") from None
+
+
+def denied(name: str, result: Any) -> status.StatusError:
+    """A denial as kube reports it: the webhook's code (at least 400) and its message."""
+    result = result if isinstance(result, dict) else {}
+    prefix = f'admission webhook "{name}" denied the request'
+    code = result.get("code") if isinstance(result.get("code"), int) else 0
+    reason = str(result.get("reason") or "")
+    if result.get("message"):
+        message = f"{prefix}: {result['message']}"
+    elif reason:
+        message = f"{prefix}: {reason}"
+    else:
+        message = f"{prefix} without explanation"
+    return status.StatusError(max(code, 400), reason, message)

@@ -1,0 +1,146 @@
+"""A real admission webhook server for end-to-end tests: HTTPS on a free port, in a thread.
+
+Each path is one behaviour (allow, deny, mutate, ...), and every AdmissionReview received is
+kept so that a test can read what the gateway sent. Its certificate comes from a CA of its own
+and names localhost, 127.0.0.1 and ``hooks.webhooks.svc``, so it can be reached by URL or as
+the Service webhooks/hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import ipaddress
+import json
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+SERVICE_NAME = "hooks.webhooks.svc"
+
+
+def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str,
+          signer: ec.EllipticCurvePrivateKey, *, ca: bool) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+               .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if ca:
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+            key_encipherment=False, data_encipherment=False, key_agreement=False,
+            encipher_only=False, decipher_only=False), critical=True)
+    else:
+        builder = builder.add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("localhost"), x509.DNSName(SERVICE_NAME),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    return builder.sign(signer, hashes.SHA256())
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _patch(operations: list[dict[str, Any]]) -> str:
+    return base64.b64encode(json.dumps(operations).encode()).decode()
+
+
+class WebhookServer:
+    """Paths: /allow, /deny, /deny-plain, /mutate, /mutate-invalid, /warn, /slow, /bad-uid,
+    /validating-patch. ``reviews[path]`` lists the AdmissionReviews each one received."""
+
+    def __init__(self, workdir: Path) -> None:
+        ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
+            ec.SECP256R1())
+        ca = _cert("webhook-test-ca", ca_key, "webhook-test-ca", ca_key, ca=True)
+        cert = _cert(SERVICE_NAME, key, "webhook-test-ca", ca_key, ca=False)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "tls.crt").write_bytes(_pem(cert))
+        (workdir / "tls.key").write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption()))
+        self.ca_bundle = base64.b64encode(_pem(ca)).decode()
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.load_cert_chain(workdir / "tls.crt", workdir / "tls.key")
+        self.reviews: dict[str, list[dict[str, Any]]] = {}
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> WebhookServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("webhook server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def received(self, path: str) -> list[dict[str, Any]]:
+        return list(self.reviews.get(path, []))
+
+    def clear(self) -> None:
+        self.reviews.clear()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/{behaviour}", self._handle)
+        runner = web.AppRunner(app)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.context)
+        self._loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(runner.cleanup())
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        behaviour = request.match_info["behaviour"]
+        review = await request.json()
+        review["query"] = dict(request.query)
+        self.reviews.setdefault("/" + behaviour, []).append(review)
+        uid = review["request"]["uid"]
+        response: dict[str, Any] = {"uid": uid, "allowed": True}
+        if behaviour == "deny":
+            response = {"uid": uid, "allowed": False, "status": {
+                "code": 403, "reason": "Forbidden", "message": "no thanks"}}
+        elif behaviour == "deny-plain":
+            response = {"uid": uid, "allowed": False}
+        elif behaviour == "mutate":
+            labels = (review["request"]["object"].get("metadata") or {}).get("labels")
+            operations = [{"op": "add", "path": "/metadata/labels", "value": {}}] \
+                if labels is None else []
+            operations.append({"op": "add", "path": "/metadata/labels/mutated", "value": "yes"})
+            response.update(patchType="JSONPatch", patch=_patch(operations))
+        elif behaviour == "mutate-invalid":
+            response.update(patchType="JSONPatch", patch=_patch([
+                {"op": "add", "path": "/metadata/name", "value": "renamed"},
+                {"op": "add", "path": "/metadata/labels", "value": {"bad key!": "x"}}]))
+        elif behaviour == "validating-patch":
+            response.update(patchType="JSONPatch", patch=_patch([
+                {"op": "add", "path": "/data", "value": {}}]))
+        elif behaviour == "warn":
+            response["warnings"] = ["configmaps are watched here"]
+        elif behaviour == "slow":
+            await asyncio.sleep(3)
+        elif behaviour == "bad-uid":
+            response["uid"] = "not-the-request"
+        return web.json_response({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+                                  "response": response})
