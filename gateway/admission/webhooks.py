@@ -10,7 +10,7 @@ nonsense, fails the write with 500 under ``failurePolicy: Fail`` and is skipped 
 a denial becomes the Status the webhook gave (at least 400), as kube words it.
 
 Not done: ``matchConditions`` (CEL) are not evaluated, so such a webhook is called whenever its
-rules and selectors match; ``reinvocationPolicy: IfNeeded`` does not call a webhook again.
+rules and selectors match.
 """
 
 from __future__ import annotations
@@ -67,18 +67,31 @@ class WebhookAdmission:
     # -- the two phases ---------------------------------------------------------------------
 
     async def mutate(self, attrs: Attributes) -> Object | None:
-        """The object after every matching mutating webhook (None when none changed it)."""
+        """The object after every matching mutating webhook (None when none changed it).
+
+        A webhook with ``reinvocationPolicy: IfNeeded`` is called once more, after the others,
+        when a webhook after it changed the object."""
         webhooks = await self._matching(self.mutating, attrs)
-        if not webhooks:
-            return None
-        obj, changed = attrs.obj, False
-        for webhook in webhooks:
-            response = await self._admit_one(webhook, attrs, mutating=True)
-            if response is None or not response.get("patch") or attrs.operation == "DELETE":
-                continue
-            obj = _patched(webhook["name"], obj, response["patch"])
-            attrs.obj, changed = obj, True
-        return obj if changed else None
+        original = attrs.obj
+        again: set[int] = set()
+        for index, webhook in enumerate(webhooks):
+            if await self._mutate_one(webhook, attrs):
+                again |= {i for i in range(index)
+                          if webhooks[i].get("reinvocationPolicy") == "IfNeeded"}
+        for index in sorted(again):
+            await self._mutate_one(webhooks[index], attrs)
+        return attrs.obj if attrs.obj is not original else None
+
+    async def _mutate_one(self, webhook: Object, attrs: Attributes) -> bool:
+        """Call one mutating webhook; whether its patch changed the object."""
+        response = await self._admit_one(webhook, attrs, mutating=True)
+        if response is None or not response.get("patch") or attrs.operation == "DELETE":
+            return False
+        patched = _patched(webhook["name"], attrs.obj, response["patch"])
+        if patched == attrs.obj:
+            return False
+        attrs.obj = patched
+        return True
 
     async def validate(self, attrs: Attributes) -> None:
         """Call every matching validating webhook at once; the first denial (in order) wins."""

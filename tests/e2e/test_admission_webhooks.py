@@ -215,6 +215,22 @@ def test_mutating_then_validating_sees_the_mutation(api, hooks, configure, ns):
     assert validated["request"]["object"]["metadata"]["labels"] == {"mutated": "yes"}
 
 
+@pytest.mark.parametrize("policy, seen, calls", [
+    ("Never", "", 1),
+    ("IfNeeded", "mutated", 2),
+])
+def test_reinvocation_policy(api, hooks, configure, ns, policy, seen, calls):
+    # the first webhook records the labels it saw; the second adds one after it
+    configure("mutating", ns,
+              webhook(hooks, "/record-labels", "record.webhooks.test",
+                      reinvocationPolicy=policy),
+              webhook(hooks, "/mutate", "mutate.webhooks.test"))
+    code, made = api.post(CM.format(ns=ns), cm("again"))
+    assert code == 201, made
+    assert made["metadata"]["annotations"] == {"labels-seen": seen}
+    assert len(hooks.received("/record-labels")) == calls
+
+
 def test_mutation_is_validated_again(api, hooks, configure, ns):
     configure("mutating", ns, webhook(hooks, "/mutate-invalid", "bad.webhooks.test"))
     code, status = api.post(CM.format(ns=ns), cm("checked"))

@@ -60,8 +60,9 @@ def _patch(operations: list[dict[str, Any]]) -> str:
 
 
 class WebhookServer:
-    """Paths: /allow, /deny, /deny-plain, /mutate, /mutate-invalid, /warn, /slow, /bad-uid,
-    /validating-patch. ``reviews[path]`` lists the AdmissionReviews each one received."""
+    """Paths: /allow, /deny, /deny-plain, /mutate, /record-labels, /mutate-invalid, /warn,
+    /slow, /bad-uid, /validating-patch. ``reviews[path]`` lists the AdmissionReviews each one
+    received."""
 
     def __init__(self, workdir: Path) -> None:
         ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
@@ -128,6 +129,11 @@ class WebhookServer:
             operations = [{"op": "add", "path": "/metadata/labels", "value": {}}] \
                 if labels is None else []
             operations.append({"op": "add", "path": "/metadata/labels/mutated", "value": "yes"})
+            response.update(patchType="JSONPatch", patch=_patch(operations))
+        elif behaviour == "record-labels":
+            labels = (review["request"]["object"].get("metadata") or {}).get("labels") or {}
+            operations = [{"op": "add", "path": "/metadata/annotations",
+                           "value": {"labels-seen": ",".join(sorted(labels))}}]
             response.update(patchType="JSONPatch", patch=_patch(operations))
         elif behaviour == "mutate-invalid":
             response.update(patchType="JSONPatch", patch=_patch([
