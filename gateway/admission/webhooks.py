@@ -9,8 +9,8 @@ Service ``clientConfig.service`` (see gateway.aggregator.resolver), verified aga
 nonsense, fails the write with 500 under ``failurePolicy: Fail`` and is skipped under ``Ignore``;
 a denial becomes the Status the webhook gave (at least 400), as kube words it.
 
-Not done: ``matchConditions`` (CEL) are not evaluated, so such a webhook is called whenever its
-rules and selectors match.
+``matchConditions`` (CEL, see conditions) are evaluated after the rules and selectors: one that
+is false skips the webhook.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import aiohttp
 import jsonpatch
 import structlog
 
+from gateway.admission.conditions import ConditionError, conditions_hold
 from gateway.admission.matching import (
     Attributes,
     namespace_selector_matches,
@@ -135,6 +136,8 @@ class WebhookAdmission:
         """The webhook's AdmissionResponse (None when it failed and may be ignored)."""
         name = webhook.get("name", "")
         try:
+            if not _conditions_hold(webhook, attrs):
+                return None
             response = await self._call(webhook, attrs, mutating=mutating)
         except CallError as err:
             if webhook.get("failurePolicy", "Fail") == "Ignore":
@@ -214,6 +217,18 @@ class WebhookAdmission:
 
 
 # -- AdmissionReview ------------------------------------------------------------------------------
+
+
+def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
+    conditions = webhook.get("matchConditions") or []
+    if not conditions:
+        return True
+    request = review_request("", attrs, "v1")["request"]
+    del request["object"], request["oldObject"]
+    try:
+        return conditions_hold(conditions, attrs.obj, attrs.old, request)
+    except ConditionError as err:
+        raise CallError(f"failed evaluating match conditions: {err}") from None
 
 
 def review_request(uid: str, attrs: Attributes, version: str) -> Object:

@@ -279,6 +279,39 @@ def test_cluster_scope_rule(api, hooks, configure, ns):
     assert code == 403
 
 
+def test_match_conditions(api, hooks, configure, ns):
+    configure("validating", ns, webhook(hooks, "/deny", matchConditions=[
+        {"name": "named-checked", "expression": 'object.metadata.name.startsWith("checked-")'},
+        {"name": "on-create", "expression": 'request.operation == "CREATE"'},
+    ]))
+    assert api.post(CM.format(ns=ns), cm("checked-1"))[0] == 403
+    assert api.post(CM.format(ns=ns), cm("other"))[0] == 201
+    assert len(hooks.received("/deny")) == 1
+
+
+@pytest.mark.parametrize("policy, expected", [("Fail", 500), ("Ignore", 201)])
+def test_match_condition_errors_follow_the_failure_policy(api, hooks, configure, ns, policy,
+                                                          expected):
+    configure("validating", ns, webhook(hooks, "/deny", failurePolicy=policy, matchConditions=[
+        {"name": "needs-data-x", "expression": 'object.data.x == "1"'}]))
+    code, body = api.post(CM.format(ns=ns), cm("no-x"))
+    assert code == expected, body
+    if expected == 500:
+        assert "failed evaluating match conditions" in body["message"]
+    assert hooks.received("/deny") == []
+
+
+def test_match_condition_that_does_not_compile_is_invalid(api, hooks):
+    broken = webhook(hooks, "/allow", matchConditions=[
+        {"name": "broken", "expression": "object.metadata.("}])
+    code, status = api.post(VALIDATING, {"metadata": {"name": "broken-condition"},
+                                         "webhooks": [broken]})
+    assert code == 422
+    (cause,) = status["details"]["causes"]
+    assert cause["field"] == "webhooks[0].matchConditions[0].expression"
+    assert "compilation failed" in cause["message"]
+
+
 # -- failures -----------------------------------------------------------------------------------
 
 

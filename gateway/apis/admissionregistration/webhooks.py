@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
+from gateway.admission.conditions import compile_error
 from gateway.endpoints.status import Cause
+from gateway.registry.labels import qualified_name_errors
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
@@ -13,6 +15,7 @@ from gateway.registry.validation import invalid, required
 
 _QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?){2,}$")
 REVIEW_VERSIONS = ("v1", "v1beta1")
+MAX_MATCH_CONDITIONS = 64
 SIDE_EFFECTS = ("None", "NoneOnDryRun")
 
 
@@ -81,6 +84,33 @@ def _webhook_causes(path: str, webhook: dict, seen: set[str]) -> list[Cause]:
     if not isinstance(timeout, int) or not 1 <= timeout <= 30:
         causes.append(invalid(f"{path}.timeoutSeconds", str(timeout), "the timeout value must "
                               "be between 1 and 30 seconds"))
+    causes += _match_condition_causes(f"{path}.matchConditions",
+                                      webhook.get("matchConditions") or [])
+    return causes
+
+
+def _match_condition_causes(path: str, conditions: list[dict]) -> list[Cause]:
+    """Named, unique, at most 64, and each expression must compile."""
+    if len(conditions) > MAX_MATCH_CONDITIONS:
+        return [Cause("FieldValueTooMany", f"Too many: {len(conditions)}: must have at most "
+                      f"{MAX_MATCH_CONDITIONS} items", path)]
+    causes: list[Cause] = []
+    names: set[str] = set()
+    for i, condition in enumerate(conditions):
+        name, expression = condition.get("name") or "", condition.get("expression") or ""
+        if not name:
+            causes.append(required(f"{path}[{i}].name"))
+        elif name in names:
+            causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{name}"',
+                                f"{path}[{i}].name"))
+        else:
+            causes += [invalid(f"{path}[{i}].name", name, e) for e in qualified_name_errors(name)]
+        names.add(name)
+        if not expression:
+            causes.append(required(f"{path}[{i}].expression"))
+        elif error := compile_error(expression):
+            causes.append(invalid(f"{path}[{i}].expression", expression,
+                                  f"compilation failed: {error}"))
     return causes
 
 
