@@ -69,6 +69,12 @@ def decode_object(body: bytes, content_type: str) -> dict[str, Any]:
     return obj
 
 
+def drop_nulls(fields: dict[str, Any]) -> None:
+    """A field sent as null is a field not sent, as when kube decodes it into its Go type."""
+    for key in [k for k, v in fields.items() if v is None]:
+        del fields[key]
+
+
 def dry_run(request: web.BaseRequest) -> bool:
     """``dryRun=All`` means do everything but store; any other value is 400."""
     values = request.query.getall("dryRun", [])

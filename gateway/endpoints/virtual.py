@@ -13,7 +13,7 @@ from aiohttp import web
 
 from gateway.endpoints import status
 from gateway.endpoints.negotiation import negotiate, respond
-from gateway.endpoints.request import body_media_type, decode_object, read_body
+from gateway.endpoints.request import body_media_type, decode_object, drop_nulls, read_body
 from gateway.registry.resource import ResourceDef
 from gateway.schema.walk import check
 from gateway.server.requestinfo import RequestInfo
@@ -36,6 +36,7 @@ async def read_typed_body(request: web.BaseRequest, kind: str, api_version: str,
         raise status.bad_request("strict decoding error: " + ", ".join(
             f'unknown field "{path}"' for path in result.unknown))
     obj["kind"], obj["apiVersion"] = kind, api_version
+    drop_nulls(obj)
     obj.setdefault("metadata", {})
     return obj
 

@@ -22,6 +22,7 @@ from gateway.auth.user import UserInfo
 from gateway.clock import now_rfc3339
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints.listoptions import EXACT, ListOptions
+from gateway.endpoints.request import drop_nulls
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import object_meta_causes, required
 from gateway.schema.walk import check
@@ -170,6 +171,8 @@ class RESTStore:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise status.bad_request("metadata must be an object")
+        drop_nulls(obj)
+        drop_nulls(meta)
         self._check_namespace(meta, namespace)
         if name is not None and meta.get("name") and meta["name"] != name:
             raise status.bad_request(f"the name of the object ({meta['name']}) does not match "

@@ -290,3 +290,22 @@ def test_status_subresource_split(api, ns):
     assert main["status"]["loadBalancer"]["ingress"], "the main resource leaves status alone"
     assert api.get(f"{path}/lb/status")[1]["metadata"]["name"] == "lb"
     assert api.get(f"{path}/lb/nothing")[0] == 404
+
+
+def test_null_fields_are_fields_not_sent(api, ns):
+    # as when kube decodes null into a Go field: no 500, nothing stored for it
+    code, made = api.post(CM.format(ns=ns), {"apiVersion": "v1", "kind": "ConfigMap",
+                                             "metadata": {"name": "nulls", "labels": None},
+                                             "data": None})
+    assert code == 201, made
+    assert "data" not in made and "labels" not in made["metadata"]
+    code, made = api.post("/api/v1/namespaces", {"metadata": {"name": f"{ns}-null"},
+                                                 "spec": None})
+    assert code == 201, made
+    assert made["spec"] == {"finalizers": ["kubernetes"]}
+    code, review = api.post(f"/apis/authorization.k8s.io/v1/namespaces/{ns}/"
+                            "localsubjectaccessreviews",
+                            {"metadata": None, "spec": {"user": "nobody", "resourceAttributes": {
+                                "verb": "get", "resource": "configmaps"}}})
+    assert code == 201, review
+    assert review["status"]["allowed"] is False
