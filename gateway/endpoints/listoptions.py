@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from gateway.endpoints import status
+from gateway.endpoints.request import int64_param
 from gateway.registry.fields import FieldSelector, parse_field_selector
 from gateway.registry.labels import LabelSelector, SelectorError, parse_label_selector
 
@@ -43,16 +44,6 @@ def _bool(request: web.BaseRequest, name: str) -> bool | None:
     return value.lower() not in ("false", "0", "")
 
 
-def _int(request: web.BaseRequest, name: str) -> int | None:
-    value = request.query.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise status.bad_request(f"{name}: invalid value {value!r}: not an integer") from None
-
-
 def _invalid(message: str, field: str, reason: str = "FieldValueForbidden") -> status.StatusError:
     return status.invalid("ListOptions", "", [status.Cause(reason, message, field)],
                           group="meta.k8s.io")
@@ -71,12 +62,12 @@ def parse_list_options(request: web.BaseRequest, selectable: frozenset[str],
         field_selector=fields,
         resource_version=query.get("resourceVersion", ""),
         resource_version_match=query.get("resourceVersionMatch", ""),
-        limit=max(_int(request, "limit") or 0, 0),
+        limit=max(int64_param(request, "limit") or 0, 0),
         continue_token=query.get("continue", ""),
         watch=watch,
         allow_watch_bookmarks=bool(_bool(request, "allowWatchBookmarks")),
         send_initial_events=_bool(request, "sendInitialEvents"),
-        timeout_seconds=_int(request, "timeoutSeconds"),
+        timeout_seconds=int64_param(request, "timeoutSeconds"),
     )
     _check_resource_version(options.resource_version)
     if watch:
@@ -89,7 +80,7 @@ def parse_list_options(request: web.BaseRequest, selectable: frozenset[str],
 def _check_resource_version(rv: str) -> None:
     if rv in ("", "0"):
         return
-    if not rv.isdigit():
+    if not rv.isdigit() or int(rv) >= 2**64:  # what strconv.ParseUint(rv, 10, 64) takes
         raise status.bad_request(f'Invalid value: "{rv}": resourceVersion must be an integer')
 
 

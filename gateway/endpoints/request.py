@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -16,6 +17,9 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 
 JSON_TYPES = frozenset({"application/json", ""})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def too_large() -> status.StatusError:
@@ -86,11 +90,20 @@ def dry_run(request: web.BaseRequest) -> bool:
     return bool(values)
 
 
-def int_param(request: web.BaseRequest, name: str, default: int = 0) -> int:
+def int64_param(request: web.BaseRequest, name: str) -> int | None:
+    """A query parameter read as Go's strconv.ParseInt does (None when absent or empty)."""
     raw = request.query.get(name)
     if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise status.bad_request(f"{name}: invalid value {raw!r}: not an integer") from None
+        return None
+    if not _GO_INT.fullmatch(raw):
+        raise status.bad_request(f"{name}: invalid value {raw!r}: not an integer")
+    value = int(raw)
+    if not -(2**63) <= value < 2**63:
+        raise status.bad_request(f"{name}: invalid value {raw!r}: out of range for a 64-bit "
+                                 "integer")
+    return value
+
+
+def int_param(request: web.BaseRequest, name: str, default: int = 0) -> int:
+    value = int64_param(request, name)
+    return default if value is None else value

@@ -101,6 +101,10 @@ def test_a_resource_version_from_the_future_times_out(api, ns):
         ("?sendInitialEvents=true", 422),
         ("?continue=not-a-token", 400),
         ("?resourceVersion=abc", 400),
+        ("?resourceVersion=99999999999999999999", 400),  # beyond uint64
+        ("?limit=99999999999999999999", 400),  # beyond int64
+        ("?limit=1_000", 400),  # Go's integers have no underscores
+        ("?timeoutSeconds=x", 400),
         ("?labelSelector=a%20in%20(", 400),
         ("?fieldSelector=spec.nothing%3Dx", 400),
     ],
