@@ -61,6 +61,11 @@ class WebhookAdmission:
         self._session: aiohttp.ClientSession | None = None
         self._contexts: dict[str, ssl.SSLContext] = {}
 
+    @property
+    def configured(self) -> bool:
+        """Whether any webhook configuration exists (most writes need nothing more)."""
+        return bool(self.mutating.cacher.objects() or self.validating.cacher.objects())
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
@@ -97,6 +102,8 @@ class WebhookAdmission:
     async def validate(self, attrs: Attributes) -> None:
         """Call every matching validating webhook at once; the first denial (in order) wins."""
         webhooks = await self._matching(self.validating, attrs)
+        if not webhooks:
+            return
         results = await asyncio.gather(
             *(self._admit_one(w, attrs, mutating=False) for w in webhooks),
             return_exceptions=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+from functools import lru_cache
 from typing import Any
 
 from gateway.clock import now_rfc3339
@@ -127,6 +128,7 @@ def path_order(path: Path) -> tuple:
     return tuple(_part_order(part) for part in path)
 
 
+@lru_cache(maxsize=4096)
 def _part_order(part: str) -> tuple:
     kind, _, rest = part.partition(":")
     if kind == "f":

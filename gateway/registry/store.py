@@ -102,7 +102,7 @@ class RESTStore:
                               old: Object | None, options: WriteOptions,
                               delete: DeleteOptions | None = None) -> Object | None:
         """Mutating, then validating webhooks; an object a webhook changed is checked again."""
-        if self.webhooks is None:
+        if self.webhooks is None or not self.webhooks.configured:
             return obj
         attrs = Attributes(operation, self.resource, options.subresource, namespace,
                            (obj or old or {}).get("metadata", {}).get("name", ""), obj, old,

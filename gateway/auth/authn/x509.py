@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 
 from aiohttp import web
@@ -112,10 +113,15 @@ def x509_authenticator(verifier: CertificateVerifier):
         der = peer_certificate(request)
         if not der:
             return None
-        cert = verifier.verify(der)
-        name = common_name(cert)
-        if not name:
-            raise AuthenticationError("client certificate has no common name")
-        return Authenticated(UserInfo(name, groups=organizations(cert)))
+        return Authenticated(_user_of(verifier.verify(der)))
 
     return authenticate
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _user_of(cert: x509.Certificate) -> UserInfo:
+    """The certificate's user, read once per certificate (connections show it every request)."""
+    name = common_name(cert)
+    if not name:
+        raise AuthenticationError("client certificate has no common name")
+    return UserInfo(name, groups=organizations(cert))
