@@ -41,6 +41,8 @@ class Attributes:
     options: Object = field(default_factory=dict)
     #: Warning headers for the response; webhooks may add to them.
     warnings: list[str] = field(default_factory=list)
+    #: The object's group/version/kind when it is not the resource's (TokenRequest).
+    kind: dict[str, str] | None = None
 
     @property
     def exempt(self) -> bool:

@@ -240,7 +240,7 @@ def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
 
 def review_request(uid: str, attrs: Attributes, version: str) -> Object:
     res = attrs.resource
-    kind = {"group": res.group, "version": res.version, "kind": res.kind}
+    kind = attrs.kind or {"group": res.group, "version": res.version, "kind": res.kind}
     resource = {"group": res.group, "version": res.version, "resource": res.plural}
     request: Object = {
         "uid": uid, "kind": kind, "resource": resource,

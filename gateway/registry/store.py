@@ -114,6 +114,22 @@ class RESTStore:
         await self.webhooks.validate(attrs)
         return obj
 
+    async def admit_subresource_create(self, subresource: str, namespace: str, name: str,
+                                       obj: Object, kind: dict[str, str],
+                                       options: WriteOptions) -> Object:
+        """Webhooks for a create on a subresource that stores nothing of its own
+        (serviceaccounts/token): the request object, perhaps mutated."""
+        if self.webhooks is None or not self.webhooks.configured:
+            return obj
+        attrs = Attributes("CREATE", self.resource, subresource, namespace, name, obj, None,
+                           options.user, options.dry_run,
+                           _options_document("CREATE", options, None), options.warnings,
+                           kind=kind)
+        obj = await self.webhooks.mutate(attrs) or obj
+        attrs.obj = obj
+        await self.webhooks.validate(attrs)
+        return obj
+
     def _after_mutation(self, mutated: Object, before: Object, old: Object | None,
                         options: WriteOptions) -> Object:
         """What a mutating webhook may not change is put back; the rest is validated again

@@ -187,6 +187,26 @@ def test_warnings_reach_kubectl(hooks, configure, ns, gateway):
     assert "Warning: configmaps are watched here" in result.stderr
 
 
+def test_token_requests_are_admitted(api, hooks, configure, ns, gateway):
+    assert api.post(f"/api/v1/namespaces/{ns}/serviceaccounts",
+                    {"metadata": {"name": "robot"}})[0] == 201
+    configure("validating", ns, webhook(hooks, "/deny", operations=("CREATE",),
+                                        resources=("serviceaccounts/token",)))
+    result = gateway.kubectl("create", "token", "robot", "-n", ns, check=False)
+    assert result.returncode != 0
+    assert 'admission webhook "check.webhooks.test" denied the request: no thanks' in \
+        result.stderr
+    (review,) = hooks.received("/deny")
+    request = review["request"]
+    assert request["kind"] == {"group": "authentication.k8s.io", "version": "v1",
+                               "kind": "TokenRequest"}
+    assert request["resource"] == {"group": "", "version": "v1", "resource": "serviceaccounts"}
+    assert (request["subResource"], request["name"], request["namespace"]) == (
+        "token", "robot", ns)
+    assert request["object"]["kind"] == "TokenRequest"
+    assert "token" not in (request["object"].get("status") or {})
+
+
 # -- mutating ----------------------------------------------------------------------------------
 
 

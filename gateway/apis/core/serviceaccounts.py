@@ -8,12 +8,13 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from gateway.auth.authn.serviceaccount import BoundObject, ServiceAccountTokens, UidLookup
+from gateway.auth.context import request_user
 from gateway.clock import now_rfc3339
 from gateway.endpoints import status
 from gateway.endpoints.negotiation import negotiate, respond
 from gateway.endpoints.virtual import read_typed_body
 from gateway.registry.resource import ResourceDef
-from gateway.registry.store import RESTStore
+from gateway.registry.store import RESTStore, WriteOptions
 from gateway.registry.strategy import Strategy
 from gateway.registry.tables import AGE, NAME, Column
 from gateway.server.requestinfo import RequestInfo
@@ -23,6 +24,7 @@ MIN_EXPIRATION = 600
 MAX_EXPIRATION = 2**32
 BOUND_KINDS = ("Pod", "Secret", "Node")
 TOKEN_REQUEST = "io.k8s.api.authentication.v1.TokenRequest"
+TOKEN_REQUEST_KIND = {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
 
 SERVICEACCOUNTS = ResourceDef(
     group="", version="v1", kind="ServiceAccount", plural="serviceaccounts",
@@ -67,6 +69,9 @@ def token_request_handler(accounts: RESTStore, tokens: ServiceAccountTokens,
                                               "authentication.k8s.io/v1",
                                               {"$ref": TOKEN_REQUEST})
         account = await accounts.get(info.namespace, info.name)
+        token_request = await accounts.admit_subresource_create(
+            "token", info.namespace, info.name, token_request, TOKEN_REQUEST_KIND,
+            WriteOptions(subresource="token", user=request_user(request)))
         spec = token_request.setdefault("spec", {})
         expiration = spec.get("expirationSeconds") or DEFAULT_EXPIRATION
         if expiration < MIN_EXPIRATION:
