@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.auth.user import UserInfo
-from gateway.registry.labels import from_label_selector
+from gateway.registry.labels import LabelSelector, from_label_selector
 from gateway.registry.resource import ResourceDef
 
 Object = dict[str, Any]
@@ -87,10 +87,7 @@ def object_selector_matches(webhook: Object, attrs: Attributes) -> bool:
     selector = from_label_selector(webhook.get("objectSelector"))
     if selector is None:
         return False
-    if selector.empty:
-        return True
-    return any(selector.matches(_labels(obj)) for obj in (attrs.obj, attrs.old)
-               if obj is not None)
+    return selector.empty or _old_or_new_matches(selector, attrs)
 
 
 def namespace_selector_matches(webhook: Object, attrs: Attributes,
@@ -103,12 +100,13 @@ def namespace_selector_matches(webhook: Object, attrs: Attributes,
         return True
     res = attrs.resource
     if res.group == "" and res.plural == "namespaces":
-        return any(selector.matches(_labels(obj)) for obj in (attrs.obj, attrs.old)
-                   if obj is not None)
+        return _old_or_new_matches(selector, attrs)
     if not res.namespaced:
         return True
     return selector.matches(namespace_labels or {})
 
 
-def _labels(obj: Object) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+def _old_or_new_matches(selector: LabelSelector, attrs: Attributes) -> bool:
+    """A selector on an object matches when either the old or the new object's labels do."""
+    return any(selector.matches((obj.get("metadata") or {}).get("labels") or {})
+               for obj in (attrs.obj, attrs.old) if obj is not None)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import ssl
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -71,6 +71,18 @@ class WebhookAdmission:
             await self._session.close()
 
     # -- the two phases ---------------------------------------------------------------------
+
+    async def admit(self, attrs: Attributes,
+                    recheck: Callable[[Object], Object] | None = None) -> Object | None:
+        """Mutating webhooks, then validating ones; the object as it is to be written.
+
+        ``recheck`` gets a mutated object and returns it checked again (or raises), before the
+        validating webhooks see it."""
+        mutated = await self.mutate(attrs)
+        if mutated is not None:
+            attrs.obj = recheck(mutated) if recheck is not None else mutated
+        await self.validate(attrs)
+        return attrs.obj
 
     async def mutate(self, attrs: Attributes) -> Object | None:
         """The object after every matching mutating webhook (None when none changed it).
@@ -230,30 +242,34 @@ def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
     conditions = webhook.get("matchConditions") or []
     if not conditions:
         return True
-    request = review_request("", attrs, "v1")["request"]
-    del request["object"], request["oldObject"]
     try:
-        return conditions_hold(conditions, attrs.obj, attrs.old, request)
+        return conditions_hold(conditions, attrs.obj, attrs.old, _request_fields("", attrs))
     except ConditionError as err:
         raise CallError(f"failed evaluating match conditions: {err}") from None
 
 
-def review_request(uid: str, attrs: Attributes, version: str) -> Object:
+def _request_fields(uid: str, attrs: Attributes) -> Object:
+    """The AdmissionRequest without its objects (what matchConditions see as ``request``)."""
     res = attrs.resource
     kind = attrs.kind or {"group": res.group, "version": res.version, "kind": res.kind}
     resource = {"group": res.group, "version": res.version, "resource": res.plural}
     request: Object = {
         "uid": uid, "kind": kind, "resource": resource,
         "requestKind": kind, "requestResource": resource,
-        "name": attrs.name, "namespace": attrs.namespace, "operation": attrs.operation,
+        "name": attrs.name, "operation": attrs.operation,
         "userInfo": attrs.user.to_dict() if attrs.user is not None else {},
-        "object": copy.deepcopy(attrs.obj), "oldObject": copy.deepcopy(attrs.old),
         "dryRun": attrs.dry_run, "options": attrs.options,
     }
+    if attrs.namespace:
+        request["namespace"] = attrs.namespace
     if attrs.subresource:
         request["subResource"] = request["requestSubResource"] = attrs.subresource
-    if not attrs.namespace:
-        del request["namespace"]
+    return request
+
+
+def review_request(uid: str, attrs: Attributes, version: str) -> Object:
+    request = _request_fields(uid, attrs)
+    request["object"], request["oldObject"] = attrs.obj, attrs.old  # serialized at once
     return {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview",
             "request": request}
 
@@ -286,7 +302,7 @@ def review_response(review: Any, uid: str, version: str, *, mutating: bool) -> O
 def _patched(name: str, obj: Object | None, patch: str) -> Object:
     try:
         operations = json.loads(base64.b64decode(patch))
-        return jsonpatch.JsonPatch(operations).apply(copy.deepcopy(obj or {}))
+        return jsonpatch.JsonPatch(operations).apply(obj or {})  # a patched copy
     except (ValueError, TypeError, KeyError, IndexError, jsonpatch.JsonPatchException,
             jsonpatch.JsonPointerException) as err:
         raise status.internal_error(f'admission webhook "{name}" returned a patch that '

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
@@ -10,6 +9,7 @@ from aiohttp import web
 
 from gateway.endpoints import status
 from gateway.endpoints.protobuf import PROTOBUF, decode_body
+from gateway.registry.labels import go_int64
 from gateway.storage.codec import loads
 
 #: kube-apiserver refuses request bodies over 3 MiB.
@@ -17,9 +17,6 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 
 JSON_TYPES = frozenset({"application/json", ""})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
-
-
-_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def too_large() -> status.StatusError:
@@ -95,12 +92,9 @@ def int64_param(request: web.BaseRequest, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None or raw == "":
         return None
-    if not _GO_INT.fullmatch(raw):
-        raise status.bad_request(f"{name}: invalid value {raw!r}: not an integer")
-    value = int(raw)
-    if not -(2**63) <= value < 2**63:
-        raise status.bad_request(f"{name}: invalid value {raw!r}: out of range for a 64-bit "
-                                 "integer")
+    value = go_int64(raw)
+    if value is None:
+        raise status.bad_request(f"{name}: invalid value {raw!r}: not a 64-bit integer")
     return value
 
 

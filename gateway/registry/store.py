@@ -35,12 +35,12 @@ from gateway.storage.errors import (
 from gateway.storage.interface import ListResult, Object, Preconditions
 from gateway.storage.watchcache import Cacher, CacheWatcher
 
-#: Checks, before a create, that the object's namespace can take it (namespace lifecycle).
-NamespaceCheck = Callable[[str], Awaitable[None]]
-#: Checks a write before it is stored: (new object, current object or None, options).
 if TYPE_CHECKING:
     from gateway.admission.webhooks import WebhookAdmission
 
+#: Checks, before a create, that the object's namespace can take it (namespace lifecycle).
+NamespaceCheck = Callable[[str], Awaitable[None]]
+#: Checks a write before it is stored: (new object, current object or None, options).
 Admission = Callable[["Object", "Object | None", "WriteOptions"], Awaitable[None]]
 
 CONFLICT_MESSAGE = (
@@ -104,15 +104,12 @@ class RESTStore:
         """Mutating, then validating webhooks; an object a webhook changed is checked again."""
         if self.webhooks is None or not self.webhooks.configured:
             return obj
-        attrs = Attributes(operation, self.resource, options.subresource, namespace,
-                           (obj or old or {}).get("metadata", {}).get("name", ""), obj, old,
-                           options.user, options.dry_run,
-                           _options_document(operation, options, delete), options.warnings)
-        mutated = await self.webhooks.mutate(attrs)
-        if mutated is not None and obj is not None:
-            obj = attrs.obj = self._after_mutation(mutated, obj, old, options)
-        await self.webhooks.validate(attrs)
-        return obj
+        attrs = self._attributes(operation, namespace,
+                                 (obj or old or {}).get("metadata", {}).get("name", ""),
+                                 obj, old, options, delete)
+        before = obj
+        return await self.webhooks.admit(
+            attrs, lambda mutated: self._after_mutation(mutated, before, old, options))
 
     async def admit_subresource_create(self, subresource: str, namespace: str, name: str,
                                        obj: Object, kind: dict[str, str],
@@ -121,14 +118,16 @@ class RESTStore:
         (serviceaccounts/token): the request object, perhaps mutated."""
         if self.webhooks is None or not self.webhooks.configured:
             return obj
-        attrs = Attributes("CREATE", self.resource, subresource, namespace, name, obj, None,
-                           options.user, options.dry_run,
-                           _options_document("CREATE", options, None), options.warnings,
-                           kind=kind)
-        obj = await self.webhooks.mutate(attrs) or obj
-        attrs.obj = obj
-        await self.webhooks.validate(attrs)
-        return obj
+        attrs = self._attributes("CREATE", namespace, name, obj, None, options)
+        attrs.subresource, attrs.kind = subresource, kind
+        return await self.webhooks.admit(attrs) or obj
+
+    def _attributes(self, operation: str, namespace: str, name: str, obj: Object | None,
+                    old: Object | None, options: WriteOptions,
+                    delete: DeleteOptions | None = None) -> Attributes:
+        return Attributes(operation, self.resource, options.subresource, namespace, name, obj,
+                          old, options.user, options.dry_run,
+                          _options_document(operation, options, delete), options.warnings)
 
     def _after_mutation(self, mutated: Object, before: Object, old: Object | None,
                         options: WriteOptions) -> Object:
@@ -153,11 +152,11 @@ class RESTStore:
         """Metadata and the strategy's checks (422), then the fields the write's manager set."""
         meta = new["metadata"]
         name = meta.get("name", "")
-        causes = object_meta_causes(meta)
         if old is None:
-            causes += self.strategy.validate_name(name) + self.strategy.validate(new)
+            causes = (self.strategy.validate_name(name) + object_meta_causes(meta)
+                      + self.strategy.validate(new))
         else:
-            causes += self.strategy.validate_update(new, old)
+            causes = object_meta_causes(meta) + self.strategy.validate_update(new, old)
         if causes:
             raise self._invalid(name, causes)
         if not options.apply:
@@ -317,9 +316,7 @@ class RESTStore:
         generated = bool(meta.get("generateName")) and not meta.get("name")
         if generated:
             meta["name"] = _generated_name(meta["generateName"])
-        self._prepare_create(obj)
-        fieldmanager.record_update(None, obj, self.resource.schema_ref, manager=options.manager,
-                                   api_version=self.resource.api_version)
+        self._prepare_create(obj, options)
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
         await self._admit(obj, None, options)
@@ -338,8 +335,8 @@ class RESTStore:
                 raise self._status(err, meta["name"]) from None
         raise AssertionError("unreachable")
 
-    def _prepare_create(self, obj: Object) -> None:
-        """System metadata, the strategy's defaults, and validation (422)."""
+    def _prepare_create(self, obj: Object, options: WriteOptions) -> None:
+        """System metadata, the strategy's defaults, validation (422), the manager's fields."""
         meta = obj["metadata"]
         name = meta.get("name") or ""
         if not name:
@@ -355,10 +352,7 @@ class RESTStore:
         if self.strategy.has_status:
             obj.pop("status", None)
         self.strategy.prepare_for_create(obj)
-        causes = (self.strategy.validate_name(name) + object_meta_causes(meta)
-                  + self.strategy.validate(obj))
-        if causes:
-            raise self._invalid(name, causes)
+        self._validated(obj, None, options)
 
     # -- update and patch -------------------------------------------------------------------
 
@@ -427,11 +421,7 @@ class RESTStore:
 
     async def _create_on_write(self, namespace: str, new: Object,
                                options: WriteOptions) -> Object:
-        self._prepare_create(new)
-        if not options.apply:
-            fieldmanager.record_update(None, new, self.resource.schema_ref,
-                                       manager=options.manager,
-                                       api_version=self.resource.api_version)
+        self._prepare_create(new, options)
         if self.resource.namespaced and self.namespace_check is not None:
             await self.namespace_check(namespace)
         await self._admit(new, None, options)
