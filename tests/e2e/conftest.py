@@ -1,4 +1,8 @@
-"""End-to-end fixtures: a real gateway process on a free port, driven by real clients."""
+"""End-to-end fixtures: a real gateway process on a free port, driven by real clients.
+
+A module that needs a gateway with other flags defines its own ``gateway`` fixture; ``api``
+and ``ns`` then follow it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.api import API
 from tests.support.gateway import GatewayProcess
 
 pytestmark = pytest.mark.slow
@@ -18,6 +23,18 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     proc = GatewayProcess(tmp_path_factory.mktemp("gateway"))
     with proc:
         yield proc
+
+
+@pytest.fixture(scope="module")
+def api(gateway: GatewayProcess) -> API:
+    """JSON over HTTPS to the module's gateway, as the admin user."""
+    return API(gateway)
+
+
+@pytest.fixture
+def ns(api: API) -> str:
+    """A fresh namespace for one test."""
+    return api.namespace()
 
 
 @pytest.fixture

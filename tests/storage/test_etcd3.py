@@ -7,8 +7,6 @@ conftest.py), each under its own key prefix; the others start an etcd of their o
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import socket
 import time
 import uuid
@@ -18,10 +16,6 @@ from pathlib import Path
 import grpc
 import pytest
 from aetcd import rpc
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from gateway.storage.errors import (
     FutureRevisionError,
@@ -32,6 +26,7 @@ from gateway.storage.errors import (
 )
 from gateway.storage.etcd3 import EtcdConfig, EtcdStorage
 from gateway.storage.interface import EventType, WatchEvent
+from tests.support.certs import CLIENT_AUTH, SERVER_AUTH, Issuer, issue_pair, write_pair
 from tests.support.etcd import EtcdServer, free_ports
 
 P = "/core/configmaps/"
@@ -245,47 +240,14 @@ async def test_objects_over_four_megabytes_round_trip():
 # -- TLS ------------------------------------------------------------------------------------
 
 
-def _issue(subject: str, key, issuer_cert, issuer_key, *, ca: bool, usage=None):
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-        .issuer_name(issuer_cert.subject if issuer_cert else
-                     x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if usage is not None:
-        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-    if not ca:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
-        ]), critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _write_pair(directory: Path, name: str, cert, key) -> tuple[Path, Path]:
-    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
-
-
 def _pki(directory: Path) -> dict[str, Path]:
     """A throwaway CA, a server pair for 127.0.0.1/localhost, and a client pair."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _issue("test-etcd-ca", ca_key, None, ca_key, ca=True)
-    paths = {"ca": _write_pair(directory, "ca", ca, ca_key)[0]}
-    for name, usage in (("server", ExtendedKeyUsageOID.SERVER_AUTH),
-                        ("client", ExtendedKeyUsageOID.CLIENT_AUTH)):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = _issue(name, key, ca, ca_key, ca=False, usage=[usage])
-        paths[f"{name}_cert"], paths[f"{name}_key"] = _write_pair(directory, name, cert, key)
+    ca = Issuer.new("test-etcd-ca")
+    paths = {"ca": write_pair(directory, "ca", ca.cert, ca.key).cert}
+    for name, usage in (("server", SERVER_AUTH), ("client", CLIENT_AUTH)):
+        pair = issue_pair(directory, name, name, ca, usages=(usage,),
+                          sans=("localhost", "127.0.0.1"))
+        paths[f"{name}_cert"], paths[f"{name}_key"] = pair.cert, pair.key
     return paths
 
 

@@ -65,11 +65,36 @@ class API:
         return events
 
 
-def configmap(name: str, labels: dict[str, str] | None = None, **data: str) -> dict[str, Any]:
+def configmap(name: str, labels: dict[str, str] | None = None, *, namespace: str | None = None,
+              **data: str) -> dict[str, Any]:
+    """A ConfigMap as a client would send it (the one builder every test uses)."""
     meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
     if labels:
         meta["labels"] = labels
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def sized_configmap(name: str, size: int = 10, namespace: str = "default") -> dict[str, Any]:
+    """A ConfigMap whose one value is ``size`` bytes long (for storage and size limits)."""
+    return configmap(name, namespace=namespace, v="x" * size)
+
+
+def expect_status(answer: tuple[int, Any], code: int, reason: str, *,
+                  message: str | None = None,
+                  causes: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """Assert that ``answer`` (status, body) is the one metav1.Status kube gives: its code,
+    reason, and, when given, its exact message and ``details.causes``; returns the body."""
+    status, body = answer
+    assert status == code, (status, body)
+    assert isinstance(body, dict) and body.get("kind") == "Status", body
+    assert (body["code"], body["reason"], body["status"]) == (code, reason, "Failure"), body
+    if message is not None:
+        assert body["message"] == message, body["message"]
+    if causes is not None:
+        assert body.get("details", {}).get("causes") == causes, body.get("details")
+    return body
 
 
 def rv(obj: dict[str, Any]) -> int:

@@ -27,6 +27,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: ``GatewayProcess.ssl_context``'s default: present the admin certificate.
+ADMIN: Any = object()
+
+
+def _request(url: str, method: str, body: Any, headers: dict[str, str] | None
+             ) -> urllib.request.Request:
+    data = None if body is None else (
+        body if isinstance(body, bytes) else json.dumps(body).encode())
+    return urllib.request.Request(url, data=data, method=method,
+                                  headers={"Content-Type": "application/json",
+                                           **(headers or {})})
+
+
+def send(url: str, method: str, context: ssl.SSLContext, body: Any = None,
+         headers: dict[str, str] | None = None,
+         timeout: float = 30) -> tuple[int, bytes, dict[str, str]]:
+    """One HTTPS request (a dict body is sent as JSON): (status, raw body, response headers),
+    error statuses included."""
+    try:
+        with urllib.request.urlopen(_request(url, method, body, headers), context=context,
+                                    timeout=timeout) as resp:
+            return resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), dict(err.headers)
+
+
 def gateway_command() -> list[str]:
     """The installed console script next to this interpreter, else ``python -m gateway``."""
     script = shutil.which("gateway", path=str(Path(sys.executable).parent))
@@ -97,34 +123,27 @@ class GatewayProcess:
         except OSError:
             return ""
 
-    def ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self, cert: Any = ADMIN) -> ssl.SSLContext:
+        """Trusting the gateway's CA, presenting ``cert`` (a pair with ``cert`` and ``key``
+        paths; the admin certificate by default; none when None)."""
         ctx = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
-        ctx.load_cert_chain(str(self.cert_dir / "admin.crt"), str(self.cert_dir / "admin.key"))
+        if cert is ADMIN:
+            ctx.load_cert_chain(str(self.cert_dir / "admin.crt"), str(self.cert_dir / "admin.key"))
+        elif cert is not None:
+            ctx.load_cert_chain(str(cert.cert), str(cert.key))
         return ctx
 
     def request(self, method: str, path: str, body: Any = None,
                 headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         """One HTTPS request as the admin user; returns (status, body)."""
-        data = None if body is None else (
-            body if isinstance(body, bytes) else json.dumps(body).encode()
-        )
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json",
-                                              **(headers or {})})
-        try:
-            with urllib.request.urlopen(req, context=self.ssl_context(), timeout=30) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as err:
-            return err.code, err.read()
+        code, raw, _ = send(self.url + path, method, self.ssl_context(), body, headers)
+        return code, raw
 
     def open(self, method: str, path: str, body: Any = None,
              headers: dict[str, str] | None = None, timeout: float = 30) -> Any:
         """A raw response to read from as it streams (watches); close it when done."""
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json",
-                                              **(headers or {})})
-        return urllib.request.urlopen(req, context=self.ssl_context(), timeout=timeout)
+        return urllib.request.urlopen(_request(self.url + path, method, body, headers),
+                                      context=self.ssl_context(), timeout=timeout)
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -161,3 +180,11 @@ class GatewayProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def token_gateway(workdir: Path, tokens: str, *extra: str) -> GatewayProcess:
+    """A gateway (not yet started) that also accepts the static bearer tokens in ``tokens``
+    (kube's token CSV: ``token,user,uid[,"group1,group2"]`` a line)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "tokens.csv").write_text(tokens)
+    return GatewayProcess(workdir, "--token-auth-file", str(workdir / "tokens.csv"), *extra)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -19,40 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.support.certs import SERVER_AUTH, Issuer, issue_pair, pem
 
 SERVICE_NAME = "hooks.webhooks.svc"
-
-
-def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str,
-          signer: ec.EllipticCurvePrivateKey, *, ca: bool) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (x509.CertificateBuilder()
-               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-               .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=1))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if ca:
-        builder = builder.add_extension(x509.KeyUsage(
-            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-            key_encipherment=False, data_encipherment=False, key_agreement=False,
-            encipher_only=False, decipher_only=False), critical=True)
-    else:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.DNSName(SERVICE_NAME),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        builder = builder.add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-    return builder.sign(signer, hashes.SHA256())
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 def _patch(operations: list[dict[str, Any]]) -> str:
@@ -65,18 +33,12 @@ class WebhookServer:
     received."""
 
     def __init__(self, workdir: Path) -> None:
-        ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
-            ec.SECP256R1())
-        ca = _cert("webhook-test-ca", ca_key, "webhook-test-ca", ca_key, ca=True)
-        cert = _cert(SERVICE_NAME, key, "webhook-test-ca", ca_key, ca=False)
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "tls.crt").write_bytes(_pem(cert))
-        (workdir / "tls.key").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))
-        self.ca_bundle = base64.b64encode(_pem(ca)).decode()
+        ca = Issuer.new("webhook-test-ca")
+        pair = issue_pair(workdir, "tls", SERVICE_NAME, ca, usages=(SERVER_AUTH,),
+                          sans=("localhost", SERVICE_NAME, "127.0.0.1"))
+        self.ca_bundle = base64.b64encode(pem(ca.cert)).decode()
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.load_cert_chain(workdir / "tls.crt", workdir / "tls.key")
+        self.context.load_cert_chain(pair.cert, pair.key)
         self.reviews: dict[str, list[dict[str, Any]]] = {}
         self.port = 0
         self._loop = asyncio.new_event_loop()
