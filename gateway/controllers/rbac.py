@@ -26,6 +26,9 @@ from gateway.storage.interface import EventType, Object
 log = structlog.get_logger(__name__)
 MANAGER = "kube-apiserver"
 AGGREGATOR = "clusterrole-aggregation-controller"
+#: Aggregation settles in as many passes as aggregated roles are nested deep (admin > edit >
+#: view: three); a bound keeps a cycle of roles aggregating each other from spinning.
+MAX_PASSES = 10
 
 
 def _missing(wanted: list, have: list) -> list:
@@ -128,6 +131,19 @@ class AggregationController:
                 await asyncio.sleep(1)
 
     async def aggregate(self) -> None:
+        """Bring every aggregated role up to date, until a pass changes nothing.
+
+        One pass is not enough: ``admin`` aggregates ``edit``, which aggregates ``view``, and a
+        pass in name order computes ``admin`` from the ``edit`` it is about to change. Each
+        pass reads the cache, which holds this controller's own writes before they return."""
+        for _ in range(MAX_PASSES):
+            if not await self._aggregate_once():
+                return
+        log.warning("cluster role aggregation did not settle", passes=MAX_PASSES)
+
+    async def _aggregate_once(self) -> bool:
+        """One pass over the aggregated roles; whether it changed any."""
+        changed = False
         roles = sorted(self.store.cacher.objects(), key=lambda r: r["metadata"]["name"])
         for role in roles:
             rule = role.get("aggregationRule")
@@ -142,6 +158,8 @@ class AggregationController:
                     return {**current, "rules": rules}
 
                 await self.store.patch("", name, update, WriteOptions(manager=AGGREGATOR))
+                changed = True
+        return changed
 
 
 def _aggregated_rules(role: Object, rule: Object, roles: list[Object]) -> list[Object]:

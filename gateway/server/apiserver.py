@@ -47,10 +47,18 @@ from gateway.version import version_info
 
 log = structlog.get_logger(__name__)
 
+# Post-start hooks, in the order they run. Each is a check of /healthz, /livez and /readyz
+# that fails until its work is done, so "ready" means every one of them has finished: a
+# request never meets a half-bootstrapped policy. Names are kube-apiserver's where it has one.
+CACHES_HOOK = "poststarthook/generic-apiserver-start-informers"
 SYSTEM_NAMESPACES_HOOK = "poststarthook/start-system-namespaces-controller"
-CACHES_HOOK = "poststarthook/start-watch-caches"
 RBAC_HOOK = "poststarthook/rbac/bootstrap-roles"
+AGGREGATION_HOOK = "poststarthook/rbac/aggregate-cluster-roles"
+AUTH_INFO_HOOK = "poststarthook/start-cluster-authentication-info-controller"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
+POST_START_HOOKS = (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK, AGGREGATION_HOOK,
+                    AUTH_INFO_HOOK, CONTROLLERS_HOOK)
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 class Gateway:
@@ -63,9 +71,7 @@ class Gateway:
         self.factory = StorageFactory(self.storage)
         self.stopping = asyncio.Event()
         self.shutting_down = FlagCheck("shutdown", True, "the gateway is shutting down")
-        self.hooks = {name: FlagCheck(name, False, "not finished")
-                      for name in (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK,
-                                   CONTROLLERS_HOOK)}
+        self.hooks = {name: FlagCheck(name, False, "not finished") for name in POST_START_HOOKS}
         self._tasks: list[asyncio.Task[None]] = []
         self.apiextensions = GenericAPIServer("apiextensions-apiserver")
         self.kube = GenericAPIServer("kube-apiserver", self.apiextensions.handle)
@@ -227,32 +233,40 @@ class Gateway:
         self._tasks.append(asyncio.get_running_loop().create_task(self._post_start()))
 
     async def _post_start(self) -> None:
+        """The post-start hooks in order, each marked done as it finishes; then the
+        controllers that keep their work up to date."""
         await wait_until_reachable(self.storage, describe=self.storage_description)
-        await self.factory.start_caches()
-        self.hooks[CACHES_HOOK].set(True)
-        await self._ensure_system_namespaces()
-        self.hooks[SYSTEM_NAMESPACES_HOOK].set(True)
-        group = "rbac.authorization.k8s.io"
         policy = PolicyController({
-            "ClusterRole": self.core.store("clusterroles", group),
-            "ClusterRoleBinding": self.core.store("clusterrolebindings", group),
-            "Role": self.core.store("roles", group),
-            "RoleBinding": self.core.store("rolebindings", group)})
-        await _retrying(policy.ensure_all, "bootstrapping RBAC")
-        self.hooks[RBAC_HOOK].set(True)
-        await _retrying(lambda: publish_auth_configmap(self.core.store("configmaps"),
-                                                       self.options),
-                        "publishing the authentication ConfigMap")
+            kind: self.core.store(kind.lower() + "s", RBAC_GROUP)
+            for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")})
+        aggregation = AggregationController(self.core.store("clusterroles", RBAC_GROUP))
+        work = {
+            CACHES_HOOK: self.factory.start_caches,
+            SYSTEM_NAMESPACES_HOOK: self._ensure_system_namespaces,
+            RBAC_HOOK: lambda: _retrying(policy.ensure_all, "bootstrapping RBAC"),
+            AGGREGATION_HOOK: lambda: _retrying(aggregation.aggregate,
+                                                "aggregating cluster roles"),
+            AUTH_INFO_HOOK: lambda: _retrying(
+                lambda: publish_auth_configmap(self.core.store("configmaps"), self.options),
+                "publishing the authentication ConfigMap"),
+            CONTROLLERS_HOOK: lambda: self._start_controllers(policy, aggregation),
+        }
+        for name in POST_START_HOOKS:
+            await work[name]()
+            self.hooks[name].set(True)
+            log.debug("post-start hook finished", hook=name)
+        log.info("gateway ready", storage=self.storage_description)
+
+    async def _start_controllers(self, policy: PolicyController,
+                                 aggregation: AggregationController) -> None:
         loop = asyncio.get_running_loop()
         controllers = [
             NamespaceController(self.core.namespaces, self.core.namespaced).run(),
             EventReaper(self.core.store("events"), self.options.event_ttl).run(),
             policy.run(),
-            AggregationController(self.core.store("clusterroles", group)).run(),
+            aggregation.run(),
         ]
         self._tasks += [loop.create_task(c) for c in controllers]
-        self.hooks[CONTROLLERS_HOOK].set(True)
-        log.info("gateway ready", storage=self.storage_description)
 
     async def _ensure_system_namespaces(self) -> None:
         """Create default, kube-system, kube-public and kube-node-lease if missing."""
