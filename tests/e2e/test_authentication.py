@@ -7,11 +7,13 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.api import expect_status
+from tests.support.gateway import GatewayProcess, token_gateway
 from tests.support.identity import (
     ClientCert,
     client_cert,
@@ -31,11 +33,8 @@ UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    work = tmp_path_factory.mktemp("authn")
-    (work / "tokens.csv").write_text(TOKENS)
-    proc = GatewayProcess(work, "--token-auth-file", str(work / "tokens.csv"),
-                          "--requestheader-allowed-names", "front-proxy-client")
-    with proc:
+    with token_gateway(tmp_path_factory.mktemp("authn"), TOKENS,
+                       "--requestheader-allowed-names", "front-proxy-client") as proc:
         yield proc
 
 
@@ -46,6 +45,11 @@ def _kubectl_as(gw: GatewayProcess, kubeconfig: Path, *args: str, check: bool = 
 def _whoami_table(output: str) -> dict[str, str]:
     rows = [line.split(None, 1) for line in output.splitlines()[1:] if line.strip()]
     return {key: value.strip() for key, value in rows}
+
+
+def _forbidden(answer: tuple[int, Any, dict[str, str]], message: str) -> None:
+    """``answer`` (from ``https``) is kube's 403 Status with exactly ``message``."""
+    expect_status(answer[:2], 403, "Forbidden", message=message)
 
 
 def _sa_token(gw: GatewayProcess, name: str, namespace: str = "default") -> str:
@@ -70,9 +74,10 @@ def test_token_file_user_is_who_the_file_says(gw: GatewayProcess, tmp_path: Path
     assert table["UID"] == "uid-alice"
     assert table["Groups"] == "[devs qa system:authenticated]"
     denied = _kubectl_as(gw, config, "get", "configmaps", check=False)
-    assert denied.returncode != 0
-    assert ('configmaps is forbidden: User "alice" cannot list resource "configmaps" in API '
-            'group "" in the namespace "default"') in denied.stderr
+    assert denied.returncode == 1
+    assert denied.stderr == (
+        'Error from server (Forbidden): configmaps is forbidden: User "alice" cannot list '
+        'resource "configmaps" in API group "" in the namespace "default"\n')
 
 
 def test_service_account_token_from_kubectl_create_token(gw: GatewayProcess,
@@ -88,8 +93,11 @@ def test_service_account_token_from_kubectl_create_token(gw: GatewayProcess,
     gw.kubectl("create", "rolebinding", "robot-view", "--clusterrole", "view",
                "--serviceaccount", "default:robot")
     assert _kubectl_as(gw, config, "get", "configmaps").returncode == 0
-    assert _kubectl_as(gw, config, "get", "configmaps", "-n", "kube-system",
-                       check=False).returncode != 0
+    denied = _kubectl_as(gw, config, "get", "configmaps", "-n", "kube-system", check=False)
+    assert (denied.returncode, denied.stderr) == (1, (
+        'Error from server (Forbidden): configmaps is forbidden: User '
+        '"system:serviceaccount:default:robot" cannot list resource "configmaps" in API group '
+        '"" in the namespace "kube-system"\n'))
 
 
 def test_token_request_honours_audiences_and_expiry(gw: GatewayProcess) -> None:
@@ -103,7 +111,7 @@ def test_token_request_honours_audiences_and_expiry(gw: GatewayProcess) -> None:
     code, body, _ = https(gw, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", body={
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
         "spec": {"token": token, "audiences": ["my-backend"]}}, cert=_pair(gw.cert_dir, "admin"))
-    assert code == 201
+    assert code == 201, body
     assert body["status"]["authenticated"] is True
     assert body["status"]["audiences"] == ["my-backend"]
     assert body["status"]["user"]["username"] == "system:serviceaccount:default:aud-robot"
@@ -122,23 +130,24 @@ def test_impersonation_with_as_and_as_group(gw: GatewayProcess) -> None:
 
 
 def test_impersonation_needs_the_impersonate_verb(gw: GatewayProcess) -> None:
-    code, body, _ = https(gw, "GET", "/api/v1/namespaces", token="bob-token",
-                          headers={"Impersonate-User": "admin"})
-    assert code == 403
-    assert body["message"] == ('users "admin" is forbidden: User "bob" cannot impersonate '
-                               'resource "users" in API group "" at the cluster scope')
+    _forbidden(https(gw, "GET", "/api/v1/namespaces", token="bob-token",
+                     headers={"Impersonate-User": "admin"}),
+               'users "admin" is forbidden: User "bob" cannot impersonate resource "users" in '
+               'API group "" at the cluster scope')
     gw.kubectl("create", "clusterrole", "impersonate-carol", "--verb", "impersonate",
                "--resource", "users", "--resource-name", "carol")
     gw.kubectl("create", "clusterrolebinding", "bob-impersonates-carol", "--clusterrole",
                "impersonate-carol", "--user", "bob")
     code, user = whoami(gw, token="bob-token", headers={"Impersonate-User": "carol"})
     assert code == 201 and user["username"] == "carol"
-    code, body, _ = https(gw, "GET", "/api", token="bob-token",
-                          headers={"Impersonate-User": "dave"})
-    assert code == 403
-    code, body, _ = https(gw, "GET", "/api", token="bob-token",
-                          headers={"Impersonate-User": "carol", "Impersonate-Group": "devs"})
-    assert code == 403, "impersonating a group needs its own grant"
+    _forbidden(https(gw, "GET", "/api", token="bob-token", headers={"Impersonate-User": "dave"}),
+               'users "dave" is forbidden: User "bob" cannot impersonate resource "users" in '
+               'API group "" at the cluster scope')
+    # impersonating a group needs its own grant
+    _forbidden(https(gw, "GET", "/api", token="bob-token",
+                     headers={"Impersonate-User": "carol", "Impersonate-Group": "devs"}),
+               'groups "devs" is forbidden: User "bob" cannot impersonate resource "groups" in '
+               'API group "" at the cluster scope')
 
 
 def test_impersonating_uid_and_extra_needs_their_own_grants(gw: GatewayProcess) -> None:
@@ -159,15 +168,16 @@ def test_impersonating_uid_and_extra_needs_their_own_grants(gw: GatewayProcess) 
     assert code == 201
     assert user == {"username": "dave", "uid": "uid-dave",
                     "groups": ["system:authenticated"], "extra": {"scopes": ["read"]}}
-    code, body = whoami(gw, token="alice-token", headers={
-        "Impersonate-User": "dave", "Impersonate-Extra-Scopes": "write"})
-    assert code == 403
-    assert body["message"] == ('userextras.authentication.k8s.io "write" is forbidden: User '
-                               '"alice" cannot impersonate resource "userextras/scopes" in API '
-                               'group "authentication.k8s.io" at the cluster scope')
-    code, _ = whoami(gw, token="alice-token", headers={
-        "Impersonate-User": "dave", "Impersonate-Uid": "uid-other"})
-    assert code == 403
+    expect_status(whoami(gw, token="alice-token", headers={
+        "Impersonate-User": "dave", "Impersonate-Extra-Scopes": "write"}), 403, "Forbidden",
+        message='userextras.authentication.k8s.io "write" is forbidden: User "alice" cannot '
+                'impersonate resource "userextras/scopes" in API group '
+                '"authentication.k8s.io" at the cluster scope')
+    expect_status(whoami(gw, token="alice-token", headers={
+        "Impersonate-User": "dave", "Impersonate-Uid": "uid-other"}), 403, "Forbidden",
+        message='uids.authentication.k8s.io "uid-other" is forbidden: User "alice" cannot '
+                'impersonate resource "uids" in API group "authentication.k8s.io" at the '
+                'cluster scope')
 
 
 def test_subject_access_reviews(gw: GatewayProcess) -> None:
@@ -193,18 +203,35 @@ def test_subject_access_reviews(gw: GatewayProcess) -> None:
     assert review("SubjectAccessReview", sar, "zed", [], "sar-ns")["allowed"] is False
     local = "/apis/authorization.k8s.io/v1/namespaces/sar-ns/localsubjectaccessreviews"
     assert review("LocalSubjectAccessReview", local, "zed", ["qa"], "sar-ns")["allowed"] is True
-    code, _, _ = https(gw, "POST", sar, token="alice-token", body={
+    # asking about others needs its own grant
+    _forbidden(https(gw, "POST", sar, token="alice-token", body={
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": "zed", "resourceAttributes": {"verb": "get", "resource": "x"}}})
-    assert code == 403, "asking about others needs its own grant"
+        "spec": {"user": "zed", "resourceAttributes": {"verb": "get", "resource": "x"}}}),
+        'subjectaccessreviews.authorization.k8s.io is forbidden: User "alice" cannot create '
+        'resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster '
+        'scope')
 
 
-def test_impersonating_a_group_without_a_user_is_a_bad_request(gw: GatewayProcess) -> None:
-    code, body, _ = https(gw, "GET", "/api", token="alice-token",
-                          headers={"Impersonate-Group": "devs"})
-    assert code == 400
-    assert body["reason"] == "BadRequest"
-    assert body["message"].endswith("without impersonating a user")
+GROUP_WITHOUT_USER = "requested [{Group  devs    }] without impersonating a user"
+
+
+def test_impersonating_a_group_without_a_user_is_refused(gw: GatewayProcess) -> None:
+    # kube-apiserver answers 500 (see the xfail below); the gateway a 400 Status, same words
+    expect_status(https(gw, "GET", "/api", token="alice-token",
+                        headers={"Impersonate-Group": "devs"})[:2], 400, "BadRequest",
+                  message=GROUP_WITHOUT_USER)
+
+
+@pytest.mark.xfail(strict=True, reason="product difference: kube-apiserver v1.32 answers a "
+                   "group impersonated without a user with responsewriters.InternalError: 500, "
+                   "text/plain 'Internal Server Error: \"/api\": requested [...] without "
+                   "impersonating a user'; the gateway answers a 400 BadRequest Status")
+def test_impersonating_a_group_without_a_user_is_kubes_internal_error(
+        gw: GatewayProcess) -> None:
+    code, body, headers = https(gw, "GET", "/api", token="alice-token",
+                                headers={"Impersonate-Group": "devs"})
+    assert (code, headers["Content-Type"]) == (500, "text/plain; charset=utf-8")
+    assert body == f'Internal Server Error: "/api": {GROUP_WITHOUT_USER}\n'
 
 
 def test_can_i_and_can_i_list(gw: GatewayProcess, tmp_path: Path) -> None:
@@ -229,17 +256,14 @@ def test_anonymous_reaches_health_and_version_only(gw: GatewayProcess) -> None:
     for path in ("/healthz", "/livez", "/readyz", "/version"):
         code, _, _ = https(gw, "GET", path)
         assert code == 200, path
-    code, body, _ = https(gw, "GET", "/api/v1/namespaces")
-    assert code == 403
-    assert body["message"] == ('namespaces is forbidden: User "system:anonymous" cannot list '
-                               'resource "namespaces" in API group "" at the cluster scope')
+    _forbidden(https(gw, "GET", "/api/v1/namespaces"),
+               'namespaces is forbidden: User "system:anonymous" cannot list resource '
+               '"namespaces" in API group "" at the cluster scope')
 
 
 def test_anonymous_off_and_modes_in_order(tmp_path: Path) -> None:
-    (tmp_path / "tokens.csv").write_text(TOKENS)
-    with GatewayProcess(tmp_path, "--anonymous-auth=false", "--token-auth-file",
-                        str(tmp_path / "tokens.csv"),
-                        "--authorization-mode", "RBAC,AlwaysAllow") as gw:
+    with token_gateway(tmp_path, TOKENS, "--anonymous-auth=false",
+                       "--authorization-mode", "RBAC,AlwaysAllow") as gw:
         code, body, _ = https(gw, "GET", "/version")
         assert (code, body) == (401, UNAUTHORIZED)
         code, body, _ = https(gw, "GET", "/api/v1/namespaces", token="alice-token")
@@ -294,23 +318,22 @@ def test_client_certificate_from_the_client_ca(gw: GatewayProcess, tmp_path: Pat
 
 def test_remote_user_headers_without_front_proxy_cert_are_ignored(gw: GatewayProcess) -> None:
     spoof = {"X-Remote-User": "admin", "X-Remote-Group": "system:masters"}
-    code, body, _ = https(gw, "GET", "/api/v1/namespaces", headers=spoof)
-    assert code == 403 and 'User "system:anonymous"' in body["message"]
-    code, user = whoami(gw, token="bob-token", headers=spoof)
-    assert code == 201 and user["username"] == "bob"
-    code, user = whoami(gw, cert=_pair(gw.cert_dir, "admin"),
-                        headers=spoof | {"X-Remote-User": "mallory"})
-    assert code == 201 and user["username"] == "admin"
+    _forbidden(https(gw, "GET", "/api/v1/namespaces", headers=spoof),
+               'namespaces is forbidden: User "system:anonymous" cannot list resource '
+               '"namespaces" in API group "" at the cluster scope')
+    assert whoami(gw, token="bob-token", headers=spoof) == (201, {
+        "username": "bob", "uid": "uid-bob", "groups": ["system:authenticated"]})
+    assert whoami(gw, cert=_pair(gw.cert_dir, "admin"),
+                  headers=spoof | {"X-Remote-User": "mallory"}) == (201, {
+                      "username": "admin", "groups": ["system:masters", "system:authenticated"]})
 
 
 def test_front_proxy_certificate_carries_the_user(gw: GatewayProcess) -> None:
-    code, user = whoami(gw, cert=_pair(gw.cert_dir, "front-proxy-client"), headers={
+    assert whoami(gw, cert=_pair(gw.cert_dir, "front-proxy-client"), headers={
         "X-Remote-User": "carol", "X-Remote-Group": "devs",
-        "X-Remote-Extra-Scopes": "read"})
-    assert code == 201
-    assert user["username"] == "carol"
-    assert user["groups"] == ["devs", "system:authenticated"]
-    assert user["extra"] == {"scopes": ["read"]}
+        "X-Remote-Extra-Scopes": "read"}) == (201, {
+            "username": "carol", "groups": ["devs", "system:authenticated"],
+            "extra": {"scopes": ["read"]}})
 
 
 def test_front_proxy_certificate_with_a_name_not_allowed_is_401(gw: GatewayProcess,
@@ -321,16 +344,22 @@ def test_front_proxy_certificate_with_a_name_not_allowed_is_401(gw: GatewayProce
     assert whoami(gw, cert=intruder, headers={"X-Remote-User": "admin"}) == (401, UNAUTHORIZED)
 
 
-def test_authorization_header_does_not_reach_handlers(gw: GatewayProcess) -> None:
-    code, body, _ = https(gw, "POST", "/apis/authentication.k8s.io/v1/tokenreviews",
-                          token="alice-token", body={
-                              "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                              "spec": {"token": "bob-token"}})
-    assert code == 403, "alice may not review tokens"
-    code, body, _ = https(gw, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", body={
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-        "spec": {"token": "bob-token"}}, cert=_pair(gw.cert_dir, "admin"))
-    assert code == 201 and body["status"]["user"]["username"] == "bob"
+# That neither the Authorization header nor X-Remote-* headers get past authentication is
+# tested where the handlers' side can be seen: tests/unit/test_credential_headers.py.
+
+
+def test_token_reviews_need_their_own_grant(gw: GatewayProcess) -> None:
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+              "spec": {"token": "bob-token"}}
+    path = "/apis/authentication.k8s.io/v1/tokenreviews"
+    _forbidden(https(gw, "POST", path, token="alice-token", body=review),
+               'tokenreviews.authentication.k8s.io is forbidden: User "alice" cannot create '
+               'resource "tokenreviews" in API group "authentication.k8s.io" at the cluster '
+               'scope')
+    code, body, _ = https(gw, "POST", path, body=review, cert=_pair(gw.cert_dir, "admin"))
+    assert code == 201, body
+    assert body["status"]["user"] == {"username": "bob", "uid": "uid-bob",
+                                      "groups": ["system:authenticated"]}
 
 
 def test_extension_apiserver_authentication_configmap(gw: GatewayProcess) -> None:
@@ -345,9 +374,11 @@ def test_extension_apiserver_authentication_configmap(gw: GatewayProcess) -> Non
     assert json.loads(data["requestheader-group-headers"]) == ["X-Remote-Group"]
     assert json.loads(data["requestheader-extra-headers-prefix"]) == ["X-Remote-Extra-"]
     assert json.loads(data["requestheader-uid-headers"]) == []
-    code, _, _ = https(gw, "GET", "/api/v1/namespaces/kube-system/configmaps/"
-                       "extension-apiserver-authentication", token="alice-token")
-    assert code == 403
+    _forbidden(https(gw, "GET", "/api/v1/namespaces/kube-system/configmaps/"
+                     "extension-apiserver-authentication", token="alice-token"),
+               'configmaps "extension-apiserver-authentication" is forbidden: User "alice" '
+               'cannot get resource "configmaps" in API group "" in the namespace '
+               '"kube-system"')
     gw.kubectl("create", "rolebinding", "alice-auth-reader", "-n", "kube-system",
                "--role", "extension-apiserver-authentication-reader", "--user", "alice")
     code, _, _ = https(gw, "GET", "/api/v1/namespaces/kube-system/configmaps/"

@@ -14,82 +14,49 @@ from gateway.storage.errors import (
     KeyNotFoundError,
     TooOldResourceVersionError,
 )
-from gateway.storage.interface import EventType, Preconditions, WatchEvent
-
-P = "/core/configmaps/"
-
-
-def cm(name: str, ns: str = "default", **data: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
-        "data": dict(data),
-    }
-
-
-def key(name: str, ns: str = "default") -> str:
-    return f"{P}{ns}/{name}"
-
-
-def rv(obj: dict) -> int:
-    return int(obj["metadata"]["resourceVersion"])
-
-
-async def next_change(watch, timeout: float = 10.0) -> WatchEvent:
-    """The next event that is not a bookmark; an ERROR event raises its error."""
-    while True:
-        event = await asyncio.wait_for(watch.__anext__(), timeout)
-        if event.type == EventType.ERROR:
-            raise event.error
-        if event.type != EventType.BOOKMARK:
-            return event
-
-
-async def changes(watch, count: int, timeout: float = 10.0) -> list[WatchEvent]:
-    return [await next_change(watch, timeout) for _ in range(count)]
-
-
-async def expect_quiet(watch, seconds: float = 0.3) -> None:
-    """No further change arrives within ``seconds``."""
-    with pytest.raises(asyncio.TimeoutError):
-        await next_change(watch, seconds)
-
+from gateway.storage.interface import EventType, Preconditions
+from tests.storage.helpers import P, changes, expect_next_is_only, key, next_change
+from tests.support.api import configmap, rv
+from tests.support.wait import eventually_async
 
 # -- create / get -------------------------------------------------------------------------
 
 
 async def test_create_then_get_returns_the_object_with_its_revision(store):
-    created = await store.create(key("a"), cm("a", x="1"))
+    created = await store.create(key("a"), configmap("a", x="1"))
     assert rv(created) > 0
     assert created["data"] == {"x": "1"}
     got = await store.get(key("a"))
     assert got == created
-    assert await store.current_revision() >= rv(created)
+    assert await store.current_revision() == rv(created)
 
 
 async def test_create_ignores_a_resource_version_in_the_input(store):
-    obj = cm("a")
+    obj = configmap("a")
     obj["metadata"]["resourceVersion"] = "999999"
     created = await store.create(key("a"), obj)
-    assert created["metadata"]["resourceVersion"] != "999999"
+    assert rv(created) == await store.current_revision()
+    assert await store.get(key("a")) == created
     assert obj["metadata"]["resourceVersion"] == "999999", "the caller's dict is untouched"
 
 
 async def test_create_of_an_existing_key_is_already_exists_and_keeps_the_first(store):
-    first = await store.create(key("a"), cm("a", v="first"))
-    with pytest.raises(KeyExistsError):
-        await store.create(key("a"), cm("a", v="second"))
+    first = await store.create(key("a"), configmap("a", v="first"))
+    with pytest.raises(KeyExistsError) as exists:
+        await store.create(key("a"), configmap("a", v="second"))
+    assert (str(exists.value), exists.value.key) == (f"key exists: {key('a')}", key("a"))
     assert await store.get(key("a")) == first
 
 
 async def test_get_of_a_missing_key_is_not_found(store):
-    with pytest.raises(KeyNotFoundError):
+    with pytest.raises(KeyNotFoundError) as missing:
         await store.get(key("missing"))
+    assert (str(missing.value), missing.value.key) == (
+        f"key not found: {key('missing')}", key("missing"))
 
 
 async def test_revisions_increase_with_every_write(store):
-    revs = [rv(await store.create(key(f"k{i}"), cm(f"k{i}"))) for i in range(5)]
+    revs = [rv(await store.create(key(f"k{i}"), configmap(f"k{i}"))) for i in range(5)]
     assert revs == sorted(revs) and len(set(revs)) == 5
 
 
@@ -98,9 +65,9 @@ async def test_revisions_increase_with_every_write(store):
 
 async def test_list_returns_keys_under_the_prefix_in_key_order(store):
     for name in ["b", "a", "c"]:
-        await store.create(key(name), cm(name))
-    await store.create(key("x", ns="other"), cm("x", ns="other"))
-    await store.create("/core/secrets/default/s", cm("s"))
+        await store.create(key(name), configmap(name))
+    await store.create(key("x", ns="other"), configmap("x", namespace="other"))
+    await store.create("/core/secrets/default/s", configmap("s"))
     result = await store.list(P + "default/")
     assert [o["metadata"]["name"] for o in result.items] == ["a", "b", "c"]
     assert result.continue_token == ""
@@ -111,7 +78,7 @@ async def test_list_returns_keys_under_the_prefix_in_key_order(store):
 
 
 async def test_list_of_an_empty_prefix_has_the_current_revision(store):
-    await store.create(key("a"), cm("a"))
+    await store.create(key("a"), configmap("a"))
     result = await store.list("/nothing/here/")
     assert result.items == []
     assert result.revision == await store.current_revision()
@@ -120,91 +87,101 @@ async def test_list_of_an_empty_prefix_has_the_current_revision(store):
 async def test_paged_list_is_a_consistent_snapshot_while_writes_go_on(store):
     names = [f"obj-{i:03d}" for i in range(50)]
     for name in names:
-        await store.create(key(name), cm(name, v="original"))
+        await store.create(key(name), configmap(name, v="original"))
 
     first = await store.list(P, limit=7)
     snapshot_rev = first.revision
     assert len(first.items) == 7
-    assert first.remaining == 43
     assert first.continue_token
 
+    # A writer runs beside the pager. Each of its rounds writes where the pager has not read
+    # yet: a new key after the last name, and a change to one of the last seven names.
+    rounds = 0
     stop = asyncio.Event()
 
     async def writer() -> None:
-        i = 0
+        nonlocal rounds
         while not stop.is_set():
-            await store.create(key(f"new-{i:04d}"), cm(f"new-{i:04d}"))
-            target = names[(i * 7) % len(names)]
+            await store.create(key(f"obj-049-new-{rounds:04d}"),
+                               configmap(f"obj-049-new-{rounds:04d}"))
 
-            async def change(cur):
-                return {**cur, "data": {"v": "changed"}}
+            async def change(cur, i=rounds):
+                return {**cur, "data": {"v": f"changed-{i}"}}
 
-            await store.guaranteed_update(key(target), change)
-            i += 1
-            await asyncio.sleep(0)
+            await store.guaranteed_update(key(names[-1 - rounds % 7]), change)
+            rounds += 1
 
     task = asyncio.create_task(writer())
     try:
         pages, token = [first], first.continue_token
         while token:
-            await asyncio.sleep(0.01)  # let the writer get ahead of the pager
+            # a round completed since the last page: a write between every two pages
+            before = rounds
+            await eventually_async(lambda before=before: rounds > before,
+                                   what="another round of writes")
             page = await store.list(P, limit=7, continue_token=token)
             assert page.revision == snapshot_rev, "every page is read at the first page's revision"
-            assert len(page.items) <= 7
             pages.append(page)
             token = page.continue_token
     finally:
         stop.set()
         await task
 
+    assert rounds >= len(pages) - 1 >= 7, "the last seven names changed before their page"
+    assert [len(page.items) for page in pages] == [7] * 7 + [1]
+    assert [page.remaining for page in pages] == [43, 36, 29, 22, 15, 8, 1, None]
     items = [o for page in pages for o in page.items]
     assert [o["metadata"]["name"] for o in items] == names
-    assert all(o["data"] == {"v": "original"} for o in items)
+    assert [o["data"] for o in items] == [{"v": "original"}] * 50
     assert all(rv(o) <= snapshot_rev for o in items)
-    assert await store.current_revision() > snapshot_rev, "writes went on during the paging"
-    assert pages[-2].remaining == 50 - 7 * (len(pages) - 1)
+    # the present has moved on: what the snapshot hid is there now
+    now = await store.list(P)
+    assert len(now.items) == 50 + rounds
+    assert now.revision > snapshot_rev
 
 
 async def test_paged_list_with_a_predicate_fills_pages_with_matches(store):
     for i in range(30):
-        await store.create(key(f"o{i:02d}"), cm(f"o{i:02d}", parity=str(i % 2)))
+        await store.create(key(f"o{i:02d}"), configmap(f"o{i:02d}", parity=str(i % 2)))
 
     def even(obj):
         return obj["data"]["parity"] == "0"
 
-    collected, token = [], ""
+    pages, token = [], ""
     while True:
         page = await store.list(P, limit=4, continue_token=token, predicate=even)
-        assert len(page.items) <= 4
         assert page.remaining is None
-        collected += [o["metadata"]["name"] for o in page.items]
+        pages.append([o["metadata"]["name"] for o in page.items])
         token = page.continue_token
         if not token:
             break
-    assert collected == [f"o{i:02d}" for i in range(0, 30, 2)]
+    evens = [f"o{i:02d}" for i in range(0, 30, 2)]
+    assert pages == [evens[0:4], evens[4:8], evens[8:12], evens[12:]]
 
 
 async def test_list_at_an_older_revision_shows_that_state(store):
-    a = await store.create(key("a"), cm("a", v="1"))
+    a = await store.create(key("a"), configmap("a", v="1"))
 
     async def bump(cur):
         return {**cur, "data": {"v": "2"}}
 
     await store.guaranteed_update(key("a"), bump)
-    await store.create(key("b"), cm("b"))
+    await store.create(key("b"), configmap("b"))
     old = await store.list(P, revision=rv(a))
     assert [(o["metadata"]["name"], o["data"]) for o in old.items] == [("a", {"v": "1"})]
     assert old.revision == rv(a)
 
 
 async def test_list_at_a_future_revision_is_refused(store):
-    await store.create(key("a"), cm("a"))
-    with pytest.raises(FutureRevisionError):
-        await store.list(P, revision=await store.current_revision() + 1000)
+    await store.create(key("a"), configmap("a"))
+    head = await store.current_revision()
+    with pytest.raises(FutureRevisionError) as future:
+        await store.list(P, revision=head + 1000)
+    assert (future.value.requested, future.value.current) == (head + 1000, head)
 
 
 async def test_a_malformed_continue_token_is_invalid(store):
-    with pytest.raises(InvalidContinueError):
+    with pytest.raises(InvalidContinueError, match=r"^continue key is not valid$"):
         await store.list(P, limit=1, continue_token="not-a-token")
 
 
@@ -212,10 +189,11 @@ async def test_a_malformed_continue_token_is_invalid(store):
 
 
 async def test_fifty_concurrent_writers_lose_no_update(store):
-    await store.create(key("counter"), cm("counter", n="0"))
+    await store.create(key("counter"), configmap("counter", n="0"))
 
     async def increment(cur):
-        await asyncio.sleep(0)  # give the others a chance to interleave
+        # every writer reads the same revision before any swaps: all but one must retry
+        await asyncio.sleep(0)
         return {**cur, "data": {"n": str(int(cur["data"]["n"]) + 1)}}
 
     results = await asyncio.gather(
@@ -230,16 +208,18 @@ async def test_fifty_concurrent_writers_lose_no_update(store):
 async def test_update_of_a_missing_key_is_not_found_unless_allowed(store):
     async def make(cur):
         assert cur is None
-        return cm("fresh", v="made")
+        return configmap("fresh", v="made")
 
-    with pytest.raises(KeyNotFoundError):
+    with pytest.raises(KeyNotFoundError, match=r"^key not found: /core/configmaps/default/fresh$"):
         await store.guaranteed_update(key("fresh"), make)
+    with pytest.raises(KeyNotFoundError):
+        await store.get(key("fresh"))
     made = await store.guaranteed_update(key("fresh"), make, ignore_not_found=True)
     assert (await store.get(key("fresh"))) == made
 
 
 async def test_a_no_op_update_writes_nothing_and_sends_no_event(store):
-    created = await store.create(key("a"), cm("a", v="1"))
+    created = await store.create(key("a"), configmap("a", v="1"))
     watch = await store.watch(P, revision=rv(created))
     try:
 
@@ -249,23 +229,35 @@ async def test_a_no_op_update_writes_nothing_and_sends_no_event(store):
         result = await store.guaranteed_update(key("a"), same)
         assert rv(result) == rv(created)
         assert await store.current_revision() == rv(created)
-        await expect_quiet(watch)
+        await expect_next_is_only(store, watch)
     finally:
         watch.stop()
 
 
+def with_uid(obj: dict, uid: str) -> dict:
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
 async def test_update_preconditions_are_checked(store):
-    created = await store.create(key("a"), cm("a", v="1"))
+    created = await store.create(key("a"), with_uid(configmap("a", v="1"), "uid-a"))
 
     async def change(cur):
         return {**cur, "data": {"v": "2"}}
 
-    with pytest.raises(ConflictError):
+    stale = str(rv(created) + 1)
+    with pytest.raises(ConflictError) as conflict:
         await store.guaranteed_update(
-            key("a"), change, preconditions=Preconditions(resource_version=str(rv(created) + 1))
+            key("a"), change, preconditions=Preconditions(resource_version=stale)
         )
-    with pytest.raises(ConflictError):
+    assert str(conflict.value) == (
+        f"Precondition failed: ResourceVersion in precondition: {stale}, "
+        f"ResourceVersion in object meta: {rv(created)}")
+    with pytest.raises(ConflictError) as conflict:
         await store.guaranteed_update(key("a"), change, preconditions=Preconditions(uid="nope"))
+    assert str(conflict.value) == (
+        "Precondition failed: UID in precondition: nope, UID in object meta: uid-a")
+    assert await store.get(key("a")) == created
     updated = await store.guaranteed_update(
         key("a"),
         change,
@@ -275,12 +267,12 @@ async def test_update_preconditions_are_checked(store):
 
 
 async def test_an_update_function_that_raises_writes_nothing(store):
-    created = await store.create(key("a"), cm("a", v="1"))
+    created = await store.create(key("a"), configmap("a", v="1"))
 
     async def refuse(cur):
         raise ValueError("no")
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^no$"):
         await store.guaranteed_update(key("a"), refuse)
     assert await store.get(key("a")) == created
 
@@ -289,21 +281,24 @@ async def test_an_update_function_that_raises_writes_nothing(store):
 
 
 async def test_delete_with_a_stale_precondition_is_a_conflict(store):
-    created = await store.create(key("a"), cm("a", v="1"))
+    created = await store.create(key("a"), with_uid(configmap("a", v="1"), "uid-a"))
 
     async def change(cur):
         return {**cur, "data": {"v": "2"}}
 
-    await store.guaranteed_update(key("a"), change)
-    with pytest.raises(ConflictError):
+    updated = await store.guaranteed_update(key("a"), change)
+    with pytest.raises(ConflictError) as conflict:
         await store.delete(key("a"), preconditions=Preconditions(resource_version=str(rv(created))))
-    assert (await store.get(key("a")))["data"] == {"v": "2"}
-    with pytest.raises(ConflictError):
+    assert str(conflict.value) == (
+        f"Precondition failed: ResourceVersion in precondition: {rv(created)}, "
+        f"ResourceVersion in object meta: {rv(updated)}")
+    with pytest.raises(ConflictError, match="UID in precondition: someone-else, UID in object"):
         await store.delete(key("a"), preconditions=Preconditions(uid="someone-else"))
+    assert await store.get(key("a")) == updated
 
 
 async def test_delete_returns_the_last_state_at_the_deletion_revision(store):
-    created = await store.create(key("a"), cm("a", v="1"))
+    created = await store.create(key("a"), with_uid(configmap("a", v="1"), "uid-a"))
     deleted = await store.delete(key("a"), preconditions=Preconditions(uid="uid-a"))
     assert deleted["data"] == {"v": "1"}
     assert rv(deleted) > rv(created)
@@ -312,35 +307,35 @@ async def test_delete_returns_the_last_state_at_the_deletion_revision(store):
         await store.get(key("a"))
     with pytest.raises(KeyNotFoundError):
         await store.delete(key("a"))
-    recreated = await store.create(key("a"), cm("a", v="again"))
+    recreated = await store.create(key("a"), configmap("a", v="again"))
     assert recreated["data"] == {"v": "again"}
 
 
 async def test_delete_validation_can_refuse(store):
-    await store.create(key("a"), cm("a"))
+    created = await store.create(key("a"), configmap("a"))
 
     async def refuse(cur):
         raise PermissionError("kept")
 
-    with pytest.raises(PermissionError):
+    with pytest.raises(PermissionError, match=r"^kept$"):
         await store.delete(key("a"), validate=refuse)
-    assert await store.get(key("a"))
+    assert await store.get(key("a")) == created
 
 
 # -- watch ----------------------------------------------------------------------------------
 
 
 async def test_watch_from_a_revision_replays_in_order_exactly_once(store):
-    start = await store.create(key("before"), cm("before"))
-    a1 = await store.create(key("a"), cm("a", v="1"))
+    start = await store.create(key("before"), configmap("before"))
+    a1 = await store.create(key("a"), configmap("a", v="1"))
 
     async def bump(cur):
         return {**cur, "data": {"v": "2"}}
 
     a2 = await store.guaranteed_update(key("a"), bump)
-    b = await store.create(key("b", ns="other"), cm("b", ns="other"))
+    b = await store.create(key("b", ns="other"), configmap("b", namespace="other"))
     gone = await store.delete(key("a"))
-    await store.create("/core/secrets/default/elsewhere", cm("elsewhere"))
+    await store.create("/core/secrets/default/elsewhere", configmap("elsewhere"))
 
     watch = await store.watch(P, revision=rv(start))
     try:
@@ -361,20 +356,20 @@ async def test_watch_from_a_revision_replays_in_order_exactly_once(store):
         assert deleted.object["data"] == {"v": "2"}
         assert deleted.prev_object["data"] == {"v": "2"}
 
-        live = await store.create(key("c"), cm("c"))
+        live = await store.create(key("c"), configmap("c"))
         event = await next_change(watch)
         assert (event.type, event.key, event.revision) == (EventType.ADDED, key("c"), rv(live))
-        await expect_quiet(watch)
+        await expect_next_is_only(store, watch)
     finally:
         watch.stop()
 
 
 async def test_watch_from_now_sees_only_later_changes(store):
-    await store.create(key("old"), cm("old"))
+    await store.create(key("old"), configmap("old"))
     watch = await store.watch(P)
     try:
-        await expect_quiet(watch, 0.2)
-        new = await store.create(key("new"), cm("new"))
+        # "old" is not replayed: the first change the watch gives is the next write
+        new = await store.create(key("new"), configmap("new"))
         event = await next_change(watch)
         assert (event.type, event.key, event.revision) == (EventType.ADDED, key("new"), rv(new))
     finally:
@@ -384,7 +379,7 @@ async def test_watch_from_now_sees_only_later_changes(store):
 async def test_concurrent_writes_reach_a_watcher_in_revision_order(store):
     watch = await store.watch(P)
     try:
-        writes = (store.create(key(f"k{i}"), cm(f"k{i}")) for i in range(40))
+        writes = (store.create(key(f"k{i}"), configmap(f"k{i}")) for i in range(40))
         created = await asyncio.gather(*writes)
         events = await changes(watch, 40)
         assert [e.revision for e in events] == sorted(rv(c) for c in created)
@@ -398,7 +393,7 @@ async def test_a_watcher_that_reads_late_still_gets_every_event(store):
         total = 2500  # more than any watch buffer
         for start in range(0, total, 100):
             names = [f"k{i:05d}" for i in range(start, start + 100)]
-            await asyncio.gather(*(store.create(key(n), cm(n)) for n in names))
+            await asyncio.gather(*(store.create(key(n), configmap(n)) for n in names))
         events = await changes(watch, total, timeout=30)
         revisions = [e.revision for e in events]
         assert revisions == sorted(revisions) and len(set(revisions)) == total
@@ -418,27 +413,29 @@ async def test_stopping_a_watch_ends_its_iteration(store):
 
 
 async def test_compacted_revisions_are_too_old_for_watch_list_and_continue(store):
-    first = await store.create(key("a"), cm("a"))
+    first = await store.create(key("a"), configmap("a"))
     for i in range(5):
-        await store.create(key(f"b{i}"), cm(f"b{i}"))
+        await store.create(key(f"b{i}"), configmap(f"b{i}"))
     page = await store.list(P, limit=2)
     for i in range(5):
-        await store.create(key(f"c{i}"), cm(f"c{i}"))
+        await store.create(key(f"c{i}"), configmap(f"c{i}"))
     head = await store.current_revision()
     await store.compact(head)
 
-    with pytest.raises(TooOldResourceVersionError):
+    with pytest.raises(TooOldResourceVersionError) as watched:
         await store.watch(P, revision=rv(first))
-    with pytest.raises(TooOldResourceVersionError):
+    with pytest.raises(TooOldResourceVersionError) as listed:
         await store.list(P, revision=rv(first))
-    with pytest.raises(TooOldResourceVersionError):
+    with pytest.raises(TooOldResourceVersionError) as continued:
         await store.list(P, limit=2, continue_token=page.continue_token)
+    assert [(e.value.requested, e.value.compacted) for e in (watched, listed, continued)] == [
+        (rv(first), head), (rv(first), head), (page.revision, head)]
 
     # the present is untouched, and a watch from the compaction point still works
     assert len((await store.list(P)).items) == 11
     watch = await store.watch(P, revision=head)
     try:
-        later = await store.create(key("d"), cm("d"))
+        later = await store.create(key("d"), configmap("d"))
         event = await next_change(watch)
         assert event.revision == rv(later)
     finally:
@@ -446,7 +443,7 @@ async def test_compacted_revisions_are_too_old_for_watch_list_and_continue(store
 
 
 async def test_history_after_the_compaction_point_is_kept(store):
-    await store.create(key("a"), cm("a", v="1"))
+    await store.create(key("a"), configmap("a", v="1"))
 
     async def bump(cur):
         return {**cur, "data": {"v": str(int(cur["data"]["v"]) + 1)}}

@@ -9,6 +9,7 @@ import pytest
 import gateway.apis.install  # noqa: F401 - defines every schema
 from gateway.endpoints import fieldmanager as fm
 from gateway.endpoints.status import Cause, StatusError
+from tests.support import api
 
 CONFIGMAP = {"$ref": "io.k8s.api.core.v1.ConfigMap"}
 SERVICE = {"$ref": "io.k8s.api.core.v1.Service"}
@@ -23,11 +24,10 @@ def frozen_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fm, "_now", lambda: T1)
 
 
-def configmap(data: dict | None = None, **meta) -> dict:
-    obj = {"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": "c", "namespace": "ns", **meta}}
-    if data is not None:
-        obj["data"] = data
+def configmap(data: dict[str, str], **meta) -> dict:
+    """ConfigMap ns/c with ``data``; ``meta`` adds metadata fields (labels, uid, ...)."""
+    obj = api.configmap("c", namespace="ns", **data)
+    obj["metadata"].update(meta)
     return obj
 
 

@@ -33,9 +33,9 @@ def test_label_value_too_long() -> None:
 
 
 def test_bad_annotation_key_and_total_size() -> None:
-    causes = object_meta_causes({"annotations": {"a/b/c": "x"}})
-    assert causes[0].field == "metadata.annotations"
-    assert "a qualified name must consist of" in causes[0].message
+    (cause,) = object_meta_causes({"annotations": {"a/b/c": "x"}})
+    assert (cause.reason, cause.field) == ("FieldValueInvalid", "metadata.annotations")
+    assert cause.message.startswith('Invalid value: "a/b/c": a qualified name must consist of')
     (too_big,) = object_meta_causes({"annotations": {"big": "x" * (256 * 1024)}})
     assert (too_big.reason, too_big.message) == (
         "FieldValueTooLong", "Too long: may not be more than 262144 bytes")

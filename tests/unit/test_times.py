@@ -12,23 +12,22 @@ LEASE = "io.k8s.api.coordination.v1.Lease"
 EVENT = "io.k8s.api.core.v1.Event"
 
 
-@pytest.mark.parametrize(("given", "written"), [
-    ("2024-05-06T07:08:09Z", "2024-05-06T07:08:09Z"),
-    ("2024-05-06T07:08:09.999Z", "2024-05-06T07:08:09Z"),
-    ("2024-05-06T09:08:09+02:00", "2024-05-06T07:08:09Z"),
-    ("2024-05-06T00:30:00-01:00", "2024-05-06T01:30:00Z"),
+@pytest.mark.parametrize(("precision", "given", "written"), [
+    # metav1.Time: UTC, to the second
+    (Precision.SECONDS, "2024-05-06T07:08:09Z", "2024-05-06T07:08:09Z"),
+    (Precision.SECONDS, "2024-05-06T07:08:09.999Z", "2024-05-06T07:08:09Z"),
+    (Precision.SECONDS, "2024-05-06T09:08:09+02:00", "2024-05-06T07:08:09Z"),
+    (Precision.SECONDS, "2024-05-06T00:30:00-01:00", "2024-05-06T01:30:00Z"),
+    # metav1.MicroTime: UTC, with six digits
+    (Precision.MICROSECONDS, "2024-05-06T07:08:09.123456Z", "2024-05-06T07:08:09.123456Z"),
+    (Precision.MICROSECONDS, "2024-05-06T07:08:09.123456+00:00",
+     "2024-05-06T07:08:09.123456Z"),
+    (Precision.MICROSECONDS, "2024-05-06T09:08:09.000001+02:00",
+     "2024-05-06T07:08:09.000001Z"),
 ])
-def test_time_is_written_in_utc_to_the_second(given: str, written: str) -> None:
-    assert normalized(given, Precision.SECONDS) == written
-
-
-@pytest.mark.parametrize(("given", "written"), [
-    ("2024-05-06T07:08:09.123456Z", "2024-05-06T07:08:09.123456Z"),
-    ("2024-05-06T07:08:09.123456+00:00", "2024-05-06T07:08:09.123456Z"),
-    ("2024-05-06T09:08:09.000001+02:00", "2024-05-06T07:08:09.000001Z"),
-])
-def test_micro_time_is_written_in_utc_with_six_digits(given: str, written: str) -> None:
-    assert normalized(given, Precision.MICROSECONDS) == written
+def test_times_are_written_in_utc_at_their_precision(precision: Precision, given: str,
+                                                     written: str) -> None:
+    assert normalized(given, precision) == written
 
 
 @pytest.mark.parametrize(("given", "precision"), [
