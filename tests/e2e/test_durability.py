@@ -1,15 +1,18 @@
-"""An acknowledged write survives a SIGKILL of the gateway; nothing partial is ever seen."""
+"""An acknowledged write survives a SIGKILL of the gateway; nothing partial is ever seen.
+
+(A SIGKILL leaves the page cache alone, so this passes even without an fsync; that each write
+was synced before its response is test_fsync.py's job.)"""
 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
+import urllib3
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
 
 from tests.support.gateway import GatewayProcess
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -28,6 +31,8 @@ def test_acknowledged_writes_survive_sigkill(workdir):
     acknowledged: set[int] = set()
     lock = threading.Lock()
     stop = threading.Event()
+    killed = threading.Event()
+    failures: list[BaseException] = []
 
     def writer(offset: int) -> None:
         api = core_api(proc)
@@ -37,7 +42,13 @@ def test_acknowledged_writes_survive_sigkill(workdir):
                                       data=payload(i))
             try:
                 api.create_namespaced_config_map("default", body)
-            except Exception:  # the gateway was killed under us: not acknowledged
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                # the connection broke: not acknowledged; only the SIGKILL may do that
+                if not killed.is_set():
+                    failures.append(err)
+                return
+            except BaseException as err:  # a refusal is a failure of this test
+                failures.append(err)
                 return
             with lock:
                 acknowledged.add(i)
@@ -46,13 +57,14 @@ def test_acknowledged_writes_survive_sigkill(workdir):
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
-    while len(acknowledged) < 150 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    eventually(lambda: len(acknowledged) >= 150 or failures, timeout=60,
+               what="150 acknowledged writes")
+    killed.set()
     proc.kill()  # SIGKILL while the writers are still writing
     stop.set()
     for thread in threads:
         thread.join(30)
+    assert not failures, failures
     assert len(acknowledged) >= 150, proc.log()
 
     restarted = GatewayProcess(workdir, port=proc.port).start()
@@ -74,12 +86,3 @@ def test_acknowledged_writes_survive_sigkill(workdir):
     finally:
         restarted.stop()
 
-
-def test_a_refused_write_leaves_nothing_behind(gateway):
-    api = core_api(gateway)
-    bad = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="Not_Valid"), data={"a": "b"})
-    with pytest.raises(ApiException) as err:
-        api.create_namespaced_config_map("default", bad)
-    assert err.value.status == 422
-    names = [cm.metadata.name for cm in api.list_namespaced_config_map("default").items]
-    assert "Not_Valid" not in names

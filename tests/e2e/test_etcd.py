@@ -3,62 +3,79 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from tests.support.api import API, CM, expect_status, sized_configmap
 from tests.support.etcd import EtcdServer
 from tests.support.gateway import GatewayProcess, free_port
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 
 
-def configmap(name: str, size: int = 10) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
-            "data": {"v": "x" * size}}
+def log_events(proc: GatewayProcess, event: str) -> list[dict]:
+    """The gateway's JSON log lines whose event is ``event`` (the whole log, not its tail)."""
+    lines = proc.log_path.read_text(errors="replace").splitlines()
+    return [entry for entry in (json.loads(line) for line in lines if line.startswith("{"))
+            if entry.get("event") == event]
 
 
 def test_unreachable_etcd_at_start_then_ready_as_soon_as_it_answers(workdir):
     port = free_port()
-    proc = GatewayProcess(workdir, f"--etcd-servers=http://127.0.0.1:{port}")
+    endpoint = f"http://127.0.0.1:{port}"
+    proc = GatewayProcess(workdir, f"--etcd-servers={endpoint}")
     proc.start(wait="/healthz/ping")
     try:
-        time.sleep(3)
+        # the first attempt failed
+        first = eventually(lambda: log_events(proc, "storage not reachable; retrying"),
+                           what="the retry log line")[0]
+        assert (first["level"], first["storage"], first["attempts"]) == (
+            "warning", f"etcd {endpoint}", 1)
+        assert first["error"].startswith("etcd is unavailable: "), first
         code, body = proc.request("GET", "/readyz")
         assert code == 500
-        assert "[-]etcd failed: reason withheld" in body.decode()
+        assert "[-]etcd failed: reason withheld\n" in body.decode()
         assert body.decode().endswith("readyz check failed\n")
         code, body = proc.request("GET", "/readyz/etcd")
-        assert code == 500 and body.startswith(b"internal server error:")
-        retries = [line for line in proc.log().splitlines()
-                   if "storage not reachable" in line]
-        assert len(retries) == 1, "one log line per attempt window, not one per attempt"
-        assert "etcd http://127.0.0.1" in retries[0]
+        assert code == 500
+        assert body.startswith(b"internal server error: etcd is unavailable: "), body
+        assert body.endswith(b"\n") and body.count(b"\n") == 1, body
 
         with EtcdServer(port=port):
             proc.wait_for("/readyz", timeout=60)
-            code, body = proc.request("POST", "/api/v1/namespaces/default/configmaps",
-                                      configmap("after-etcd"))
-            assert code == 201, body
+            code, made = API(proc).post(CM.format(ns="default"), sized_configmap("after-etcd"))
+            assert (code, made["metadata"]["name"]) == (201, "after-etcd"), made
             assert proc.kubectl("get", "--raw", "/readyz").stdout == "ok"
+        [reached] = log_events(proc, "storage reachable")
+        retries = log_events(proc, "storage not reachable; retrying")
+        failed = reached["attempts"] - 1
+        # one line per 10-second window, not one per attempt: each says how many were made
+        assert retries[0]["attempts"] == 1
+        assert len(retries) < failed, (retries, reached)
     finally:
         proc.stop()
 
 
 def test_a_write_etcd_refuses_is_a_500_status_and_nothing_is_stored(workdir):
-    with EtcdServer(extra_args=["--quota-backend-bytes", str(1024 * 1024)]) as etcd:
+    with EtcdServer(quota_backend_bytes=1024 * 1024) as etcd:
         proc = GatewayProcess(workdir, f"--etcd-servers={etcd.endpoint}").start()
+        api = API(proc)
+        path = CM.format(ns="default")
         try:
-            path = "/api/v1/namespaces/default/configmaps"
-            assert proc.request("POST", path, configmap("small"))[0] == 201
-            for i in range(20):
-                code, body = proc.request("POST", path, configmap(f"big-{i}", 900_000))
-                if code != 201:
+            assert api.post(path, sized_configmap("small"))[0] == 201
+            for i in range(20):  # until the 1 MiB quota is used up
+                answer = api.post(path, sized_configmap(f"big-{i}", 900_000))
+                if answer[0] != 201:
                     break
-            status = json.loads(body)
-            assert (code, status["kind"], status["reason"]) == (500, "Status", "InternalError")
-            assert "database space exceeded" in status["message"]
-            assert proc.request("GET", f"{path}/big-{i}")[0] == 404
-            assert proc.request("GET", f"{path}/small")[0] == 200
+            # kube-apiserver would answer etcd's error as it comes: 500, no reason, message
+            # "etcdserver: mvcc: database space exceeded"
+            message = "etcd: etcdserver: mvcc: database space exceeded"
+            status = expect_status(answer, 500, "InternalError",
+                                   message=f"Internal error occurred: {message}")
+            assert status["details"] == {"causes": [{"reason": "", "message": message}]}
+            expect_status(api.get(f"{path}/big-{i}"), 404, "NotFound",
+                          message=f'configmaps "big-{i}" not found')
+            assert api.get(f"{path}/small")[0] == 200
         finally:
             proc.stop()

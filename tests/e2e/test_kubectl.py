@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
-import time
+import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO
 
 import pytest
 import yaml
 
+from tests.support.api import configmap
 from tests.support.gateway import GatewayProcess
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def ns(gateway: GatewayProcess) -> str:
-    name = f"k-{uuid.uuid4().hex[:8]}"
-    gateway.kubectl("create", "namespace", name)
-    return name
 
 
 def k(gateway: GatewayProcess, *args: str, **kwargs) -> str:
@@ -37,10 +35,57 @@ def write(tmp_path, name: str, doc: dict) -> str:
     return str(path)
 
 
-def configmap(name: str, ns: str, **data: str) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": "demo"}},
-            "data": data}
+def demo(name: str, ns: str, **data: str) -> dict:
+    return configmap(name, {"app": "demo"}, namespace=ns, **data)
+
+
+class Lines:
+    """A child's output stream read line by line on a thread, so a test can wait for a line
+    (an event) with a deadline that only decides when to call the test failed."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, wanted: Callable[[str], bool], timeout: float = 60) -> str:
+        while True:
+            try:
+                line = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no such line after {timeout}s: {self.seen}") from None
+            if line is None:
+                raise AssertionError(f"the stream ended without it: {self.seen}")
+            self.seen.append(line)
+            if wanted(line):
+                return line
+
+
+@contextmanager
+def kubectl_running(gateway: GatewayProcess, *args: str) -> Iterator[
+        tuple[subprocess.Popen[str], Lines, Lines]]:
+    """kubectl in the background at -v=6, which logs each request once its response headers
+    are in: a watch's line on stderr means the watch is established."""
+    proc = subprocess.Popen(["kubectl", "--kubeconfig", str(gateway.kubeconfig), "-v=6", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "KUBECACHEDIR": str(gateway.workdir / "kubecache")})
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        yield proc, Lines(proc.stdout), Lines(proc.stderr)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(30)
+
+
+def watch_established(line: str) -> bool:
+    return "watch=true" in line and " 200 OK " in line
 
 
 def test_create_the_typed_kinds(gateway, ns):
@@ -78,14 +123,16 @@ def test_get_output_formats(gateway, ns):
 def test_describe(gateway, ns):
     k(gateway, "create", "configmap", "described", "-n", ns, "--from-literal=key=value")
     out = k(gateway, "describe", "configmap", "described", "-n", ns)
-    assert "Name:         described" in out and "key:" in out and "value" in out
+    assert out == (f"Name:         described\nNamespace:    {ns}\nLabels:       <none>\n"
+                   "Annotations:  <none>\n\nData\n====\nkey:\n----\nvalue\n\n\n"
+                   "BinaryData\n====\n\nEvents:  <none>\n")
 
 
 def test_apply_twice_then_server_side(gateway, ns, tmp_path):
-    path = write(tmp_path, "cm.yaml", configmap("applied", ns, k1="v1"))
+    path = write(tmp_path, "cm.yaml", demo("applied", ns, k1="v1"))
     assert "configmap/applied created" in k(gateway, "apply", "-f", path)
     assert "configmap/applied unchanged" in k(gateway, "apply", "-f", path)
-    path = write(tmp_path, "cm.yaml", configmap("applied", ns, k1="v2"))
+    path = write(tmp_path, "cm.yaml", demo("applied", ns, k1="v2"))
     assert "configmap/applied configured" in k(gateway, "apply", "-f", path)
     assert "serverside-applied" in k(gateway, "apply", "--server-side", "-f", path)
     obj = json.loads(k(gateway, "get", "cm", "applied", "-n", ns, "-o", "json",
@@ -95,22 +142,23 @@ def test_apply_twice_then_server_side(gateway, ns, tmp_path):
 
 
 def test_server_side_apply_conflicts_and_force(gateway, ns, tmp_path):
-    path = write(tmp_path, "ssa.yaml", configmap("ssa", ns, owned="a"))
+    path = write(tmp_path, "ssa.yaml", demo("ssa", ns, owned="a"))
     k(gateway, "apply", "--server-side", "--field-manager=alice", "-f", path)
-    path = write(tmp_path, "ssa.yaml", configmap("ssa", ns, owned="b"))
+    path = write(tmp_path, "ssa.yaml", demo("ssa", ns, owned="b"))
     result = gateway.kubectl("apply", "--server-side", "--field-manager=bob", "-f", path,
                              check=False)
-    assert result.returncode != 0
-    assert 'conflict with "alice"' in result.stderr and ".data.owned" in result.stderr
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines()[0] == (
+        'error: Apply failed with 1 conflict: conflict with "alice": .data.owned'), result.stderr
     k(gateway, "apply", "--server-side", "--field-manager=bob", "--force-conflicts", "-f", path)
     assert get_json(gateway, "cm", "ssa", "-n", ns)["data"] == {"owned": "b"}
 
 
 def test_diff(gateway, ns, tmp_path):
-    path = write(tmp_path, "d.yaml", configmap("diffed", ns, k="old"))
+    path = write(tmp_path, "d.yaml", demo("diffed", ns, k="old"))
     k(gateway, "apply", "-f", path)
     assert gateway.kubectl("diff", "-f", path, check=False).returncode == 0
-    path = write(tmp_path, "d.yaml", configmap("diffed", ns, k="new"))
+    path = write(tmp_path, "d.yaml", demo("diffed", ns, k="new"))
     result = gateway.kubectl("diff", "-f", path, check=False)
     assert result.returncode == 1
     assert "-  k: old" in result.stdout and "+  k: new" in result.stdout
@@ -143,7 +191,10 @@ def test_patch_of_every_type(gateway, ns):
     assert svc["spec"]["ports"][0]["port"] == 8443
     bad = gateway.kubectl("patch", "svc", "patched", "-n", ns, "--type=json",
                           "-p", '[{"op":"remove","path":"/spec/nothing"}]', check=False)
-    assert bad.returncode != 0 and "nothing" in bad.stderr
+    # the reason after the colon is python-jsonpatch's wording, not Go json-patch's
+    assert (bad.returncode, bad.stdout, bad.stderr) == (
+        1, "", "The request is invalid: the server rejected our request due to an error in "
+               "our request: can't remove a non-existent object 'nothing'\n")
 
 
 def test_label_and_annotate(gateway, ns):
@@ -161,34 +212,26 @@ def test_label_and_annotate(gateway, ns):
 
 def test_delete_and_wait_for_delete(gateway, ns):
     k(gateway, "create", "configmap", "short-lived", "-n", ns)
-    waiter = subprocess.Popen(
-        ["kubectl", "--kubeconfig", str(gateway.kubeconfig), "wait", "--for=delete",
-         "cm/short-lived", "-n", ns, "--timeout=30s"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1)
-    assert 'configmap "short-lived" deleted' in k(gateway, "delete", "cm", "short-lived",
-                                                   "-n", ns)
-    out, err = waiter.communicate(timeout=40)
-    assert waiter.returncode == 0, err
-    assert "condition met" in out
+    with kubectl_running(gateway, "wait", "--for=delete", "cm/short-lived", "-n", ns,
+                         "--timeout=60s") as (waiter, out, err):
+        err.wait_for(watch_established)  # it waits on a watch, not on a deletion already done
+        assert k(gateway, "delete", "cm", "short-lived", "-n", ns) == (
+            'configmap "short-lived" deleted\n')
+        assert out.wait_for(lambda line: True) == "configmap/short-lived condition met\n"
+        assert waiter.wait(60) == 0
 
 
 def test_get_watch_output_watch_events(gateway, ns):
-    watcher = subprocess.Popen(
-        ["kubectl", "--kubeconfig", str(gateway.kubeconfig), "get", "cm", "-n", ns, "-w",
-         "--output-watch-events", "--request-timeout=30s"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)
+    with kubectl_running(gateway, "get", "cm", "-n", ns, "-w", "--output-watch-events",
+                         "--request-timeout=60s") as (_, out, err):
+        err.wait_for(watch_established)
         k(gateway, "create", "configmap", "watched", "-n", ns)
         k(gateway, "label", "cm", "watched", "-n", ns, "x=y")
         k(gateway, "delete", "cm", "watched", "-n", ns)
-        time.sleep(1.5)
-    finally:
-        watcher.terminate()
-    out = watcher.communicate(timeout=10)[0]
-    events = [line.split()[:2] for line in out.splitlines() if "watched" in line]
-    assert events == [["ADDED", "watched"], ["MODIFIED", "watched"], ["DELETED", "watched"]]
+        out.wait_for(lambda line: line.startswith("DELETED"))
+    events = [line.split()[:3] for line in out.seen]
+    assert events == [["EVENT", "NAME", "DATA"], ["ADDED", "watched", "0"],
+                      ["MODIFIED", "watched", "0"], ["DELETED", "watched", "0"]]
 
 
 def test_api_resources_and_versions(gateway):
@@ -215,10 +258,17 @@ def test_dry_run_server_stores_nothing(gateway, ns, tmp_path):
     out = k(gateway, "create", "configmap", "dry", "-n", ns, "--from-literal=a=b",
             "--dry-run=server", "-o", "yaml")
     assert yaml.safe_load(out)["data"] == {"a": "b"}
-    assert gateway.kubectl("get", "cm", "dry", "-n", ns, check=False).returncode != 0
-    path = write(tmp_path, "dry.yaml", configmap("dry2", ns, a="b"))
-    k(gateway, "apply", "-f", path, "--dry-run=server")
-    assert gateway.kubectl("get", "cm", "dry2", "-n", ns, check=False).returncode != 0
+    assert_not_found(gateway, "dry", ns)
+    path = write(tmp_path, "dry.yaml", demo("dry2", ns, a="b"))
+    assert k(gateway, "apply", "-f", path, "--dry-run=server") == (
+        "configmap/dry2 created (server dry run)\n")
+    assert_not_found(gateway, "dry2", ns)
+
+
+def assert_not_found(gateway: GatewayProcess, name: str, ns: str) -> None:
+    result = gateway.kubectl("get", "cm", name, "-n", ns, check=False)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f'Error from server (NotFound): configmaps "{name}" not found\n')
 
 
 def test_chunked_get(gateway, ns):
@@ -238,8 +288,12 @@ def test_create_namespace_and_delete_it_with_its_content(gateway):
     k(gateway, "create", "serviceaccount", "inside", "-n", name)
     out = k(gateway, "delete", "namespace", name, timeout=60)
     assert f'namespace "{name}" deleted' in out
-    assert gateway.kubectl("get", "namespace", name, check=False).returncode != 0
+    gone = gateway.kubectl("get", "namespace", name, check=False)
+    assert (gone.returncode, gone.stderr) == (
+        1, f'Error from server (NotFound): namespaces "{name}" not found\n')
     _, body = gateway.request("GET", f"/api/v1/namespaces/{name}/configmaps")
     assert json.loads(body)["items"] == []
     forbidden = gateway.kubectl("delete", "namespace", "default", check=False)
-    assert "may not be deleted" in forbidden.stderr
+    assert (forbidden.returncode, forbidden.stderr) == (
+        1, 'Error from server (Forbidden): namespaces "default" is forbidden: this namespace '
+           "may not be deleted\n")

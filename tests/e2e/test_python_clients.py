@@ -5,6 +5,7 @@ with discovery and server-side apply, and watches (resumed, and 410 for a compac
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 import json
 import queue
@@ -24,6 +25,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
+from tests.support.api import configmap
 from tests.support.gateway import GatewayProcess
 
 pytestmark = pytest.mark.slow
@@ -55,16 +57,11 @@ def dyn(api_client) -> dynamic.DynamicClient:
     return dynamic.DynamicClient(api_client)
 
 
-@pytest.fixture
-def ns(core) -> str:
-    name = f"py-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    return name
-
-
 def cm(name: str, labels: dict[str, str] | None = None, **data: str) -> client.V1ConfigMap:
-    return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels=labels),
-                              data=data or None)
+    """tests.support.api.configmap, typed for this client."""
+    body = configmap(name, labels, **data)
+    return client.V1ConfigMap(metadata=client.V1ObjectMeta(**body["metadata"]),
+                              data=body["data"] or None)
 
 
 def names(items: list[Any]) -> list[str]:
@@ -138,7 +135,8 @@ def test_configmap_create_read_replace_patch_delete(core, ns):
     assert gone["details"] == {"name": "conf", "kind": "configmaps", "uid": made.metadata.uid}
     with pytest.raises(ApiException) as err:
         core.read_namespaced_config_map("conf", ns)
-    assert err.value.status == 404
+    assert (err.value.status, status_of(err.value)["message"]) == (
+        404, 'configmaps "conf" not found')
 
 
 def test_secret_create_read_replace_patch_delete(core, ns):
@@ -167,7 +165,8 @@ def test_secret_create_read_replace_patch_delete(core, ns):
     assert core.list_namespaced_secret(ns).items == []
     with pytest.raises(ApiException) as err:
         core.read_namespaced_secret("creds", ns)
-    assert err.value.status == 404
+    assert (err.value.status, status_of(err.value)["message"]) == (
+        404, 'secrets "creds" not found')
 
 
 def test_list_with_label_and_field_selectors(core, ns):
@@ -253,7 +252,9 @@ def test_replace_with_a_stale_resource_version_is_a_conflict(core, ns):
     assert err.value.status == 409
     status = status_of(err.value)
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 409, "Conflict")
-    assert "the object has been modified" in status["message"]
+    assert status["message"] == (
+        'Operation cannot be fulfilled on configmaps "race": the object has been modified; '
+        "please apply your changes to the latest version and try again")
     assert core.read_namespaced_config_map("race", ns).data == {"v": "2"}
 
 
@@ -264,6 +265,7 @@ def test_creating_twice_is_already_exists(core, ns):
     assert err.value.status == 409
     status = status_of(err.value)
     assert (status["code"], status["reason"]) == (409, "AlreadyExists")
+    assert status["message"] == 'configmaps "twice" already exists'
     assert status["details"] == {"name": "twice", "kind": "configmaps"}
 
 
@@ -315,7 +317,8 @@ def test_dynamic_client_discovers_and_round_trips(dyn, ns):
     assert deleted.kind == "Status" and deleted.status == "Success"
     with pytest.raises(dynamic_errors.NotFoundError) as err:
         configmaps.get(name="dyn", namespace=ns)
-    assert err.value.status == 404
+    assert (err.value.status, json.loads(err.value.body)["message"]) == (
+        404, 'configmaps "dyn" not found')
 
 
 def test_dynamic_server_side_apply(dyn, ns):
@@ -337,7 +340,10 @@ def test_dynamic_server_side_apply(dyn, ns):
         apply("bob", a="9")
     status = json.loads(err.value.body)
     assert (status["code"], status["reason"]) == (409, "Conflict")
-    assert status["details"]["causes"][0]["field"] == ".data.a"
+    assert status["message"] == 'Apply failed with 1 conflict: conflict with "alice": .data.a'
+    assert status["details"]["causes"] == [{"reason": "FieldManagerConflict",
+                                            "message": 'conflict with "alice"',
+                                            "field": ".data.a"}]
 
     forced = apply("bob", force=True, a="9")
     assert forced.data.to_dict() == {"a": "9"}
@@ -355,9 +361,10 @@ def test_watch_resumed_from_a_resource_version_gets_the_later_events(core, ns):
     start.data = {"changed": "yes"}
     core.replace_namespaced_config_map("first", ns, start)
     core.delete_namespaced_config_map("second", ns)
-    events = list(watch.Watch().stream(core.list_namespaced_config_map, ns,
-                                       resource_version=start.metadata.resource_version,
-                                       timeout_seconds=1))
+    stream = watch.Watch()
+    events = take(stream.stream(core.list_namespaced_config_map, ns,
+                                resource_version=start.metadata.resource_version), 3)
+    stream.stop()
     assert [(e["type"], e["object"].metadata.name) for e in events] == [
         ("ADDED", "second"), ("MODIFIED", "first"), ("DELETED", "second")]
     assert all(isinstance(e["object"], client.V1ConfigMap) for e in events)
@@ -371,21 +378,23 @@ def test_watch_sees_writes_made_while_it_runs(core, ns):
     start = core.create_namespaced_config_map(ns, cm("before"))
 
     def write() -> None:
-        time.sleep(0.3)
         core.create_namespaced_config_map(ns, cm("during"))
         core.patch_namespaced_config_map("during", ns, {"data": {"x": "1"}},
                                          _content_type=MERGE)
 
     writer = threading.Thread(target=write)
-    writer.start()
+
+    @functools.wraps(core.list_namespaced_config_map)  # its docstring names the event type
+    def list_then_write(*args: Any, **kwargs: Any) -> Any:
+        response = core.list_namespaced_config_map(*args, **kwargs)
+        writer.start()  # the watch's response has begun: the writes come while it runs
+        return response
+
     stream = watch.Watch()
-    events = []
-    for event in stream.stream(core.list_namespaced_config_map, ns,
-                               resource_version=start.metadata.resource_version,
-                               timeout_seconds=5):
-        events.append((event["type"], event["object"].metadata.name))
-        if len(events) == 2:
-            stream.stop()
+    events = [(event["type"], event["object"].metadata.name) for event in take(
+        stream.stream(list_then_write, ns, resource_version=start.metadata.resource_version,
+                      timeout_seconds=60), 2)]
+    stream.stop()
     writer.join()
     assert events == [("ADDED", "during"), ("MODIFIED", "during")]
 
@@ -417,6 +426,7 @@ def test_watch_from_a_compacted_resource_version_raises_410(tmp_path):
         assert event["type"] == "ERROR"
         status = event["object"]
         assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+        assert status["message"].startswith(f"too old resource version: {too_old} ("), status
 
         # the client turns it into ApiException(410), with or without its one retry
         with pytest.raises(ApiException) as err:
@@ -429,13 +439,18 @@ def test_watch_from_a_compacted_resource_version_raises_410(tmp_path):
                                            resource_version=too_old)))
         assert err.value.status == 410
 
-        # a relist gives a resourceVersion that can be watched from
+        # a relist gives a resourceVersion that can be watched from: the first event is the
+        # next write, nothing older
         fresh = core.list_namespaced_config_map(ns)
         assert names(fresh.items) == ["after", "before", "last-before-restart"]
-        events = list(watch.Watch().stream(core.list_namespaced_config_map, ns,
-                                           resource_version=fresh.metadata.resource_version,
-                                           timeout_seconds=1))
-        assert events == []
+        stream = watch.Watch()
+        events = stream.stream(core.list_namespaced_config_map, ns,
+                               resource_version=fresh.metadata.resource_version,
+                               timeout_seconds=60)
+        core.create_namespaced_config_map(ns, cm("after-relist"))
+        [event] = take(events, 1)
+        stream.stop()
+        assert (event["type"], event["object"].metadata.name) == ("ADDED", "after-relist")
         api.close()
     finally:
         second.stop()
@@ -474,16 +489,10 @@ def test_lightkube_watch_sees_added_and_modified(light, ns):
     assert list(listed) == []
     since = listed.resourceVersion
 
-    def write() -> None:
-        time.sleep(0.3)
-        light.create(ConfigMap(metadata=ObjectMeta(name="watched", namespace=ns),
-                               data={"v": "1"}))
-        light.patch(ConfigMap, "watched", {"data": {"v": "2"}}, namespace=ns)
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    light.create(ConfigMap(metadata=ObjectMeta(name="watched", namespace=ns), data={"v": "1"}))
+    light.patch(ConfigMap, "watched", {"data": {"v": "2"}}, namespace=ns)
+    # a watch from the list's resourceVersion gets both writes, in order
     events = take(light.watch(ConfigMap, namespace=ns, resource_version=since), 2)
-    writer.join()
     assert [(kind, obj.metadata.name) for kind, obj in events] == [
         ("ADDED", "watched"), ("MODIFIED", "watched")]
     assert [obj.data for _, obj in events] == [{"v": "1"}, {"v": "2"}]
