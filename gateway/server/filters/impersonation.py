@@ -1,13 +1,15 @@
 """Impersonation: act as another user when allowed to (kube's Impersonate-* headers).
 
 Each requested attribute needs the ``impersonate`` verb: on users (or the service account),
-groups, uids and userextras/<key>. Groups or extras without a user are a bad request. The
+groups, uids and userextras/<key>. Groups, a uid or extras without a user are answered as
+kube-apiserver answers them, with its plain-text internal error. The
 headers are removed afterwards; the impersonated user replaces the requester, who is kept for
 the audit log.
 """
 
 from __future__ import annotations
 
+import json
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -24,7 +26,6 @@ from gateway.auth.user import (
     parse_service_account,
     service_account_user,
 )
-from gateway.endpoints import status
 from gateway.server.genericapiserver import Handler
 
 USER_HEADER, GROUP_HEADER, UID_HEADER = "Impersonate-User", "Impersonate-Group", "Impersonate-Uid"
@@ -88,6 +89,24 @@ def _go_references(groups: list[str], uid: str, extra: dict[str, list[str]]) -> 
     return "[" + " ".join(refs) + "]"
 
 
+#: What kube's plain-text error writer escapes, as HTML would.
+_SANITIZE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def _go_quote(text: str) -> str:
+    """A string quoted as Go's %q quotes it (for printable text, as JSON does)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _internal_error(request: web.BaseRequest, message: str) -> web.Response:
+    """kube's responsewriters.InternalError: a text/plain 500 naming the request URI, not a
+    Status (kube answers impersonation without a user this way)."""
+    text = f"Internal Server Error: {_go_quote(request.raw_path)}: {message}"
+    return web.Response(status=500, text=text.translate(_SANITIZE) + "\n",
+                        content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
 def _strip(request: web.BaseRequest) -> web.BaseRequest:
     headers = CIMultiDict((k, v) for k, v in request.headers.items()
                           if not k.lower().startswith("impersonate-"))
@@ -100,8 +119,8 @@ def with_impersonation(handler: Handler, authorize: Authorizer) -> Handler:
         if not (name or groups or uid or extra):
             return await handler(request)
         if not name:
-            raise status.bad_request(f"requested {_go_references(groups, uid, extra)} "
-                                     "without impersonating a user")
+            return _internal_error(request, f"requested {_go_references(groups, uid, extra)} "
+                                            "without impersonating a user")
         requester = request_user(request)
         for check in _checks(requester, name, groups, uid, extra):
             decision, reason = await authorize(check)
