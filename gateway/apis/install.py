@@ -70,9 +70,11 @@ def install_kube_core(server: GenericAPIServer, factory: StorageFactory, *,
         if resource is NAMESPACES:
             store = namespaces
         else:
-            check = namespace_lifecycle(namespaces, resource.plural, resource.group) \
-                if resource.namespaced else None
-            store = RESTStore(resource, factory.cacher(resource.storage_prefix), check)
+            store = RESTStore(resource, factory.cacher(resource.storage_prefix))
+            if resource.namespaced:
+                # first of the store's admission hooks, as NamespaceLifecycle is first in kube
+                store.admission.append(
+                    namespace_lifecycle(namespaces, resource.plural, resource.group))
         name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
         core.stores[name] = store
         core.endpoints[name] = ResourceEndpoints(store, min_request_timeout=min_request_timeout,

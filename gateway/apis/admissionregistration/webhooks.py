@@ -3,7 +3,7 @@ defaulted, validated and served. The webhooks are called on writes by gateway.ad
 
 from __future__ import annotations
 
-import re
+from urllib.parse import urlsplit
 
 from gateway.admission.conditions import compile_error
 from gateway.endpoints.status import Cause
@@ -11,12 +11,23 @@ from gateway.registry.labels import qualified_name_errors
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
-from gateway.registry.validation import invalid, required
+from gateway.registry.validation import (
+    PORT_RANGE_ERROR,
+    dns1035_label_errors,
+    dns1123_subdomain_errors,
+    duplicate,
+    invalid,
+    not_supported,
+    required,
+)
 
-_QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?){2,}$")
 REVIEW_VERSIONS = ("v1", "v1beta1")
 MAX_MATCH_CONDITIONS = 64
+#: The supported values, in the (sorted) order kube lists them.
 SIDE_EFFECTS = ("None", "NoneOnDryRun")
+FAILURE_POLICIES = ("Fail", "Ignore")
+MATCH_POLICIES = ("Equivalent", "Exact")
+REINVOCATION_POLICIES = ("IfNeeded", "Never")
 
 
 class WebhookConfigurationStrategy(Strategy):
@@ -47,45 +58,78 @@ class WebhookConfigurationStrategy(Strategy):
             service.setdefault("port", 443)
 
     def validate(self, obj: Object) -> list[Cause]:
+        """validate{Validating,Mutating}WebhookConfiguration: for each webhook, its own fields,
+        then its admissionReviewVersions, then whether its name was used before."""
         causes: list[Cause] = []
         seen: set[str] = set()
         for i, webhook in enumerate(obj.get("webhooks") or []):
-            causes += _webhook_causes(f"webhooks[{i}]", webhook, seen)
+            path = f"webhooks[{i}]"
+            causes += _webhook_causes(path, webhook, self.mutating)
+            causes += _review_version_causes(f"{path}.admissionReviewVersions",
+                                             webhook.get("admissionReviewVersions") or [])
+            name = webhook.get("name") or ""
+            if name and name in seen:
+                causes.append(duplicate(f"{path}.name", name))
+            seen.add(name)
         return causes
 
 
-def _webhook_causes(path: str, webhook: dict, seen: set[str]) -> list[Cause]:
-    causes: list[Cause] = []
-    name = webhook.get("name") or ""
-    if not name:
-        causes.append(required(f"{path}.name"))
-    elif not _QUALIFIED.match(name):
-        causes.append(invalid(f"{path}.name", name, "should be a domain with at least three "
-                              "segments separated by dots"))
-    elif name in seen:
-        causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{name}"', f"{path}.name"))
-    seen.add(name)
-    versions = webhook.get("admissionReviewVersions") or []
-    if not versions:
-        causes.append(required(f"{path}.admissionReviewVersions", "must specify one of v1, "
-                               "v1beta1"))
-    elif not set(versions) & set(REVIEW_VERSIONS):
-        causes.append(invalid(f"{path}.admissionReviewVersions", str(versions), "must include "
-                              "at least one of v1, v1beta1"))
+def _webhook_causes(path: str, webhook: dict, mutating: bool) -> list[Cause]:
+    """validate{Validating,Mutating}Webhook, in kube's order: name, policies, side effects,
+    timeout, (reinvocation), client config, match conditions."""
+    causes = _fully_qualified_name_causes(f"{path}.name", webhook.get("name") or "")
+    for field, supported in (("failurePolicy", FAILURE_POLICIES),
+                             ("matchPolicy", MATCH_POLICIES)):
+        value = webhook.get(field)
+        if value is not None and value not in supported:
+            causes.append(not_supported(f"{path}.{field}", value, supported))
     effects = webhook.get("sideEffects")
     if effects is None:
         causes.append(required(f"{path}.sideEffects", "must specify one of None, "
                                "NoneOnDryRun"))
     elif effects not in SIDE_EFFECTS:
-        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{effects}": '
-                            'supported values: "None", "NoneOnDryRun"', f"{path}.sideEffects"))
-    causes += _client_config_causes(f"{path}.clientConfig", webhook.get("clientConfig") or {})
-    timeout = webhook.get("timeoutSeconds", 10)
-    if not isinstance(timeout, int) or not 1 <= timeout <= 30:
-        causes.append(invalid(f"{path}.timeoutSeconds", str(timeout), "the timeout value must "
+        causes.append(not_supported(f"{path}.sideEffects", effects, SIDE_EFFECTS))
+    timeout = webhook.get("timeoutSeconds")
+    if timeout is not None and not 1 <= timeout <= 30:
+        causes.append(invalid(f"{path}.timeoutSeconds", timeout, "the timeout value must "
                               "be between 1 and 30 seconds"))
+    policy = webhook.get("reinvocationPolicy")
+    if mutating and policy is not None and policy not in REINVOCATION_POLICIES:
+        causes.append(not_supported(f"{path}.reinvocationPolicy", policy,
+                                    REINVOCATION_POLICIES))
+    causes += _client_config_causes(f"{path}.clientConfig", webhook.get("clientConfig") or {})
     causes += _match_condition_causes(f"{path}.matchConditions",
                                       webhook.get("matchConditions") or [])
+    return causes
+
+
+def _fully_qualified_name_causes(path: str, name: str) -> list[Cause]:
+    """validation.IsFullyQualifiedName: a DNS-1123 subdomain of at least three labels."""
+    if not name:
+        return [required(path)]
+    if errors := dns1123_subdomain_errors(name):
+        return [invalid(path, name, ",".join(errors))]
+    if len(name.split(".")) < 3:
+        return [invalid(path, name, "should be a domain with at least three segments "
+                        "separated by dots")]
+    return []
+
+
+def _review_version_causes(path: str, versions: list[str]) -> list[Cause]:
+    """validateAdmissionReviewVersions: at least one, no repeats, DNS-1035 labels, and one the
+    server speaks."""
+    if not versions:
+        return [required(path, "must specify one of v1, v1beta1")]
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, version in enumerate(versions):
+        if version in seen:
+            causes.append(invalid(f"{path}[{i}]", version, "duplicate version"))
+            continue
+        seen.add(version)
+        causes += [invalid(f"{path}[{i}]", version, e) for e in dns1035_label_errors(version)]
+    if not seen & set(REVIEW_VERSIONS):
+        causes.append(invalid(path, versions, "must include at least one of v1, v1beta1"))
     return causes
 
 
@@ -115,14 +159,63 @@ def _match_condition_causes(path: str, conditions: list[dict]) -> list[Cause]:
 
 
 def _client_config_causes(path: str, config: dict) -> list[Cause]:
+    """Exactly one of url (ValidateWebhookURL, https only) and service
+    (ValidateWebhookService)."""
     url, service = config.get("url"), config.get("service")
-    if bool(url) == bool(service):
+    if (url is None) == (service is None):
         return [required(path, "exactly one of url or service is required")]
-    if url and not str(url).startswith("https://"):
-        return [invalid(f"{path}.url", str(url), "'https' is the only allowed URL scheme")]
-    if service and (not service.get("name") or not service.get("namespace")):
-        return [required(f"{path}.service", "name and namespace are required")]
-    return []
+    if url is not None:
+        return _url_causes(f"{path}.url", url)
+    return _service_causes(f"{path}.service", service)
+
+
+URL_FORM = "; desired format: https://host[/path]"
+
+
+def _url_causes(path: str, url: str) -> list[Cause]:
+    parts = urlsplit(url)
+    causes: list[Cause] = []
+    if parts.scheme != "https":
+        causes.append(invalid(path, parts.scheme, "'https' is the only allowed URL scheme" +
+                              URL_FORM))
+    userinfo, _, host = parts.netloc.rpartition("@")
+    if not host:
+        causes.append(invalid(path, host, "host must be specified" + URL_FORM))
+    if "@" in parts.netloc:
+        causes.append(invalid(path, userinfo, "user information is not permitted in the URL"))
+    if parts.fragment:
+        causes.append(invalid(path, parts.fragment, "fragments are not permitted in the URL"))
+    if parts.query:
+        causes.append(invalid(path, parts.query, "query parameters are not permitted in the "
+                              "URL"))
+    return causes
+
+
+def _service_causes(path: str, service: dict) -> list[Cause]:
+    causes: list[Cause] = []
+    if not service.get("name"):
+        causes.append(required(f"{path}.name", "service name is required"))
+    if not service.get("namespace"):
+        causes.append(required(f"{path}.namespace", "service namespace is required"))
+    port = service.get("port", 443)
+    if not 1 <= port <= 65535:
+        causes.append(invalid(f"{path}.port", port, f"port is not valid: {PORT_RANGE_ERROR}"))
+    url_path = service.get("path")
+    if url_path in (None, "", "/"):
+        return causes
+    if url_path == "//":
+        return [*causes, invalid(f"{path}.path", url_path, "segment[0] may not be empty")]
+    if not url_path.startswith("/"):
+        causes.append(invalid(f"{path}.path", url_path, "must start with a '/'"))
+    steps = url_path[1:]
+    steps = steps[:-1] if steps.endswith("/") else steps
+    for i, step in enumerate(steps.split("/")):
+        if not step:
+            causes.append(invalid(f"{path}.path", url_path, f"segment[{i}] may not be empty"))
+            continue
+        causes += [invalid(f"{path}.path", url_path, f"segment[{i}]: {e}")
+                   for e in dns1123_subdomain_errors(step)]
+    return causes
 
 
 def _count(obj: Object) -> int:

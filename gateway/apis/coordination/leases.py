@@ -11,15 +11,16 @@ from gateway.registry.validation import invalid
 
 class LeaseStrategy(Strategy):
     def validate(self, obj: Object) -> list[Cause]:
+        """ValidateLeaseSpec's bounds on the two counters."""
         spec = obj.get("spec") or {}
         causes = []
-        for field in ("leaseDurationSeconds", "leaseTransitions"):
-            value = spec.get(field)
-            if value is not None and (not isinstance(value, int) or value < 0 or (
-                    field == "leaseDurationSeconds" and value == 0)):
-                causes.append(invalid(f"spec.{field}", str(value),
-                                      "must be greater than 0" if field ==
-                                      "leaseDurationSeconds" else "must be non-negative"))
+        duration, transitions = spec.get("leaseDurationSeconds"), spec.get("leaseTransitions")
+        if duration is not None and duration <= 0:
+            causes.append(invalid("spec.leaseDurationSeconds", duration,
+                                  "must be greater than 0"))
+        if transitions is not None and transitions < 0:
+            causes.append(invalid("spec.leaseTransitions", transitions,
+                                  "must be greater than or equal to 0"))
         return causes
 
 

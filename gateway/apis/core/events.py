@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from gateway.endpoints.status import Cause
+from gateway.registry.labels import qualified_name_errors
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import Column, since
-from gateway.registry.validation import required
+from gateway.registry.validation import dns1123_subdomain_errors, invalid, required
 
 SELECTABLE = (
     "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
@@ -19,14 +20,11 @@ class EventStrategy(Strategy):
     selectable_fields = SELECTABLE
 
     def validate(self, obj: Object) -> list[Cause]:
-        involved = obj.get("involvedObject")
-        if not involved:
-            return [required("involvedObject")]
-        namespace = obj.get("metadata", {}).get("namespace", "")
-        if involved.get("namespace") and namespace and involved["namespace"] != namespace:
-            return [Cause("FieldValueInvalid", f'Invalid value: "{involved["namespace"]}": '
-                          "does not match event.namespace", "involvedObject.namespace")]
-        return []
+        """ValidateEventCreate for a request through the core v1 API: the legacy rules only."""
+        return legacy_event_causes(obj)
+
+    def validate_update(self, new: Object, old: Object) -> list[Cause]:
+        return legacy_event_causes(new)
 
     def field_set(self, obj: Object) -> dict[str, str]:
         involved = obj.get("involvedObject") or {}
@@ -36,6 +34,45 @@ class EventStrategy(Strategy):
         fields.update(reason=obj.get("reason", ""), type=obj.get("type", ""),
                       reportingComponent=obj.get("reportingComponent", ""), source=source)
         return fields
+
+
+#: The legacy limits on the fields of an event that has an eventTime.
+REPORTING_INSTANCE_MAX = ACTION_MAX = REASON_MAX = 128
+NOTE_MAX = 1024
+
+
+def legacy_event_causes(event: Object) -> list[Cause]:
+    """legacyValidateEvent. An event without eventTime (the old kind) must name its
+    involvedObject's namespace, or leave it empty in the default namespace; one with an
+    eventTime may leave it empty in default and kube-system, and needs a reporting controller,
+    instance, action and reason of bounded lengths."""
+    namespace = event.get("metadata", {}).get("namespace", "")
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    path = "involvedObject.namespace"
+    causes: list[Cause] = []
+    if not event.get("eventTime"):
+        if (not involved and namespace not in ("", "default")) or (
+                involved and involved != namespace):
+            causes.append(invalid(path, involved, "does not match event.namespace"))
+    else:
+        if not involved and namespace not in ("default", "kube-system"):
+            causes.append(invalid(path, involved, "does not match event.namespace"))
+        controller = event.get("reportingComponent") or ""
+        if not controller:
+            causes.append(required("reportingController"))
+        causes += [invalid("reportingController", controller, e)
+                   for e in qualified_name_errors(controller)]
+        for field, limit in (("reportingInstance", REPORTING_INSTANCE_MAX),
+                             ("action", ACTION_MAX), ("reason", REASON_MAX)):
+            value = event.get(field) or ""
+            if not value:
+                causes.append(required(field))
+            if len(value.encode()) > limit:
+                causes.append(invalid(field, "", f"can have at most {limit} characters"))
+        if len((event.get("message") or "").encode()) > NOTE_MAX:
+            causes.append(invalid("message", "", f"can have at most {NOTE_MAX} characters"))
+    return causes + [invalid("namespace", namespace, e)
+                     for e in dns1123_subdomain_errors(namespace)]
 
 
 def last_seen(obj: Object) -> str | None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 
 from gateway.endpoints import status
+from gateway.endpoints.gowords import go_quote
 from gateway.registry.resource import ResourceDef
-from gateway.registry.store import RESTStore
+from gateway.registry.store import RESTStore, WriteOptions
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
 from gateway.storage.errors import StorageError
@@ -68,16 +69,24 @@ NAMESPACES = ResourceDef(
 
 
 def namespace_lifecycle(namespaces: RESTStore, resource: str, group: str = ""):
-    """The admission check for creating ``resource`` objects in a namespace."""
+    """The admission check (a store admission hook) for creating ``resource`` objects in a
+    namespace: the namespace must exist (404) and not be terminating (403 naming the object,
+    as kube's NamespaceLifecycle plugin does). Updates pass: the object is already there."""
 
-    async def check(namespace: str) -> None:
+    async def check(new: Object, old: Object | None, options: WriteOptions) -> None:
+        if old is not None:
+            return
+        meta = new.get("metadata", {})
+        namespace = meta.get("namespace", "")
         ns = await _lookup(namespaces, namespace)
         if ns.get("status", {}).get("phase") == "Terminating":
+            name = meta.get("name") or meta.get("generateName") or "Unknown"
             raise status.StatusError(
                 403, "Forbidden",
-                f"{status.qualified(resource, group)} is forbidden: unable to create new "
-                f"content in namespace {namespace} because it is being terminated",
-                kind=resource, group=group,
+                f"{status.qualified(resource, group)} {go_quote(name)} is forbidden: unable "
+                f"to create new content in namespace {namespace} because it is being "
+                "terminated",
+                name=name, kind=resource, group=group,
                 causes=[status.Cause("NamespaceTerminating",
                                      f"namespace {namespace} is being terminated",
                                      "metadata.namespace")],

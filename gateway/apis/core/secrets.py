@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 
-from gateway.apis.core.configmaps import config_key_causes, immutable_causes, size_causes
+from gateway.apis.core.configmaps import (
+    binary_bytes,
+    config_key_causes,
+    immutable_causes,
+    size_causes,
+)
+from gateway.endpoints.gowords import json_kind, json_syntax_error
 from gateway.endpoints.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
@@ -13,14 +20,12 @@ from gateway.registry.tables import AGE, NAME, Column
 from gateway.registry.validation import invalid, required
 
 OPAQUE = "Opaque"
-#: type -> keys of which at least one must be present (all, for the last entry's flag)
-REQUIRED_KEYS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "kubernetes.io/dockercfg": ((".dockercfg",), True),
-    "kubernetes.io/dockerconfigjson": ((".dockerconfigjson",), True),
-    "kubernetes.io/basic-auth": (("username", "password"), False),
-    "kubernetes.io/ssh-auth": (("ssh-privatekey",), True),
-    "kubernetes.io/tls": (("tls.crt", "tls.key"), True),
-}
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+DOCKERCFG, DOCKERCFG_KEY = "kubernetes.io/dockercfg", ".dockercfg"
+DOCKERCONFIGJSON, DOCKERCONFIGJSON_KEY = "kubernetes.io/dockerconfigjson", ".dockerconfigjson"
+BASIC_AUTH = "kubernetes.io/basic-auth"
+SSH_AUTH, SSH_PRIVATE_KEY = "kubernetes.io/ssh-auth", "ssh-privatekey"
+TLS = "kubernetes.io/tls"
 SA_NAME_ANNOTATION = "kubernetes.io/service-account.name"
 
 
@@ -49,41 +54,59 @@ class SecretStrategy(Strategy):
         return {"type": obj.get("type", "")}
 
     def validate(self, obj: Object) -> list[Cause]:
+        """ValidateSecret: the data keys, the total size, then what the type requires."""
         data = obj.get("data") or {}
-        causes = config_key_causes("data", list(data)) + size_causes(data)
-        causes += _type_causes(obj.get("type") or OPAQUE, obj, data)
-        return causes
+        causes = config_key_causes("data", list(data)) + size_causes("data", binary_bytes(data))
+        return causes + _type_causes(obj.get("type") or OPAQUE, obj, data)
 
     def validate_update(self, new: Object, old: Object) -> list[Cause]:
-        causes = self.validate(new) + immutable_causes(new, old, ("data",))
+        """ValidateSecretUpdate: the type may not change, the immutability rules, then the
+        create rules."""
+        causes = []
         if new.get("type") != old.get("type"):
-            causes.append(Cause("FieldValueInvalid", f'Invalid value: "{new.get("type")}": '
-                                "field is immutable", "type"))
-        return causes
+            causes.append(invalid("type", new.get("type") or "", "field is immutable"))
+        return causes + immutable_causes(new, old, ("data",)) + self.validate(new)
+
+
+def _decoded(value: str) -> bytes:
+    try:
+        return base64.b64decode(value)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _json_object_error(raw: bytes) -> str:
+    """What Go's json.Unmarshal into a map says of ``raw`` ("" when it takes it)."""
+    if error := json_syntax_error(raw):
+        return error
+    value = json.loads(raw)
+    if value is None or isinstance(value, dict):
+        return ""
+    return (f"json: cannot unmarshal {json_kind(value)} into Go value of type "
+            "map[string]interface {}")
 
 
 def _type_causes(kind: str, obj: Object, data: dict[str, str]) -> list[Cause]:
-    if kind == "kubernetes.io/service-account-token":
+    if kind == SERVICE_ACCOUNT_TOKEN:
         annotations = obj.get("metadata", {}).get("annotations") or {}
         if not annotations.get(SA_NAME_ANNOTATION):
             return [required(f"metadata.annotations[{SA_NAME_ANNOTATION}]")]
-        return []
-    rule = REQUIRED_KEYS.get(kind)
-    if rule is None:
-        return []
-    keys, all_needed = rule
-    present = [k for k in keys if k in data]
-    if all_needed:
-        causes = [required(f"data[{k}]") for k in keys if k not in data]
-    else:
-        causes = [] if present else [required("data[username]", "or data[password]")]
-    if kind == "kubernetes.io/dockerconfigjson" and ".dockerconfigjson" in data:
-        try:
-            json.loads(base64.b64decode(data[".dockerconfigjson"]))
-        except ValueError as err:
-            causes.append(invalid("data[.dockerconfigjson]", "<secret contents redacted>",
-                                  str(err)))
-    return causes
+    elif kind in (DOCKERCFG, DOCKERCONFIGJSON):
+        key = DOCKERCFG_KEY if kind == DOCKERCFG else DOCKERCONFIGJSON_KEY
+        if key not in data:
+            return [required(f"data[{key}]")]
+        if error := _json_object_error(_decoded(data[key])):
+            return [invalid(f"data[{key}]", "<secret contents redacted>", error)]
+    elif kind == BASIC_AUTH:
+        # either may be empty, but one of the two must be there
+        if "username" not in data and "password" not in data:
+            return [required("data[username]"), required("data[password]")]
+    elif kind == SSH_AUTH:
+        if not _decoded(data.get(SSH_PRIVATE_KEY) or ""):
+            return [required(f"data[{SSH_PRIVATE_KEY}]")]
+    elif kind == TLS:
+        return [required(f"data[{key}]") for key in ("tls.crt", "tls.key") if key not in data]
+    return []
 
 
 SECRETS = ResourceDef(

@@ -7,11 +7,19 @@ from gateway.endpoints.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
-from gateway.registry.validation import dns1123_label_errors, dns1123_subdomain_errors, invalid
+from gateway.registry.validation import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    duplicate,
+    invalid,
+    not_supported,
+    port_num_or_name_causes,
+    port_number_causes,
+)
 from gateway.registry.validation import required as required_cause
 
 TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
-PROTOCOLS = ("TCP", "UDP", "SCTP")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 
 class ServiceStrategy(Strategy):
@@ -48,7 +56,7 @@ def _default(obj: Object) -> None:
         spec.setdefault("internalTrafficPolicy", "Cluster")
     for port in spec.get("ports") or []:
         port.setdefault("protocol", "TCP")
-        if "targetPort" not in port and "port" in port:
+        if port.get("targetPort") in (None, 0, "") and "port" in port:
             port["targetPort"] = port["port"]
 
 
@@ -65,27 +73,28 @@ def _external_name_causes(spec: dict) -> list[Cause]:
 
 
 def _port_causes(ports: list[dict]) -> list[Cause]:
+    """validateServicePort for each port: name (required when there are several, a DNS-1123
+    label, unique), port, protocol, targetPort."""
     causes: list[Cause] = []
     seen_names: set[str] = set()
     for i, port in enumerate(ports):
         path = f"spec.ports[{i}]"
-        number = port.get("port")
-        if not isinstance(number, int) or not 1 <= number <= 65535:
-            causes.append(invalid(f"{path}.port", str(number), "must be between 1 and 65535, "
-                                  "inclusive"))
-        if port.get("protocol", "TCP") not in PROTOCOLS:
-            causes.append(Cause("FieldValueNotSupported", f'Unsupported value: '
-                                f'"{port.get("protocol")}": supported values: "SCTP", "TCP", '
-                                '"UDP"', f"{path}.protocol"))
         name = port.get("name") or ""
         if len(ports) > 1 and not name:
             causes.append(required_cause(f"{path}.name"))
-        if name:
+        elif name:
             causes += [invalid(f"{path}.name", name, e) for e in dns1123_label_errors(name)]
             if name in seen_names:
-                causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{name}"',
-                                    f"{path}.name"))
+                causes.append(duplicate(f"{path}.name", name))
             seen_names.add(name)
+        causes += port_number_causes(f"{path}.port", port.get("port") or 0)
+        protocol = port.get("protocol") or ""
+        if not protocol:
+            causes.append(required_cause(f"{path}.protocol"))
+        elif protocol not in PROTOCOLS:
+            causes.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+        target = port.get("targetPort", 0)
+        causes += port_num_or_name_causes(f"{path}.targetPort", target)
     return causes
 
 
