@@ -18,9 +18,10 @@ from gateway.auth.audit.events import note_request_object, note_response_object
 from gateway.auth.context import request_user
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints import patch as patches
+from gateway.endpoints.gowords import go_quote, parse_int
 from gateway.endpoints.listoptions import ListOptions, parse_list_options
 from gateway.endpoints.negotiation import TRANSFORMS, MediaType, negotiate, respond
-from gateway.endpoints.request import body_media_type, decode_object, read_body
+from gateway.endpoints.request import body_media_type, decode_object, dry_run_cause, read_body
 from gateway.endpoints.tableconvert import (
     include_object_option,
     partial_metadata,
@@ -28,15 +29,17 @@ from gateway.endpoints.tableconvert import (
     table,
 )
 from gateway.endpoints.watch import WatchEncoder, error_event, stream, watch_timeout
+from gateway.registry.fields import has_own_field_label_conversion
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.server.requestinfo import RequestInfo
 from gateway.storage.errors import TooOldResourceVersionError
 from gateway.storage.interface import ListResult, Preconditions
 
 JSON = "application/json"
-FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
-PROPAGATION = ("Orphan", "Background", "Foreground")
-META_GROUP = "meta.k8s.io"
+#: metav1's allowed fieldValidation values, sorted as kube lists them.
+FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
+#: metav1's propagation policies, in ValidateDeleteOptions' order ("nil" is how it names unset).
+PROPAGATION = ("Foreground", "Background", "Orphan")
 
 
 def json_response(obj: Any, code: int = 200) -> web.Response:
@@ -83,6 +86,12 @@ class ResourceEndpoints:
     def _media(self, request: web.BaseRequest, *, watch: bool = False) -> MediaType:
         return negotiate(request, TRANSFORMS, yaml_ok=not watch)
 
+    def _go_type(self, kind: str) -> str:
+        """How Go's %T prints kube's internal type of ``kind``: *core.ConfigMap,
+        *coordination.LeaseList (the package is the group's first label, core for "")."""
+        package = self.resource.group.split(".", 1)[0] if self.resource.group else "core"
+        return f"*{package}.{kind}"
+
     def _render_one(self, request: web.BaseRequest, obj: dict, media: MediaType) -> Any:
         if media.transform == "Table":
             include = include_object_option(request.query.get("includeObject"))
@@ -92,8 +101,9 @@ class ResourceEndpoints:
         if media.transform == "PartialObjectMetadata":
             return partial_metadata(obj, media.transform_version)
         if media.transform:
-            raise status.StatusError(406, "NotAcceptable", f"you requested {media.transform}, "
-                                     "but the requested object is not a list")
+            raise status.not_acceptable_transform(
+                f"you requested {media.transform}, but the requested object is not a list "
+                f"({self._go_type(self.resource.kind)})")
         return obj
 
     def _render_list(self, request: web.BaseRequest, result: ListResult,
@@ -110,8 +120,9 @@ class ResourceEndpoints:
         if media.transform == "PartialObjectMetadataList":
             return partial_metadata_list(result.items, meta, media.transform_version)
         if media.transform:
-            raise status.StatusError(406, "NotAcceptable", f"you requested {media.transform}, "
-                                     "but the requested object is a list")
+            raise status.not_acceptable_transform(
+                f"you requested {media.transform}, but the requested object is a list "
+                f"({self._go_type(self.resource.list_kind)})")
         return {"kind": self.resource.list_kind, "apiVersion": self.resource.api_version,
                 "metadata": meta, "items": result.items}
 
@@ -129,12 +140,15 @@ class ResourceEndpoints:
 
     async def get(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         media = self._media(request)
-        obj = await self.store.get(info.namespace, info.name)
+        obj = await self.store.get(info.namespace, info.name,
+                                   request.query.get("resourceVersion", ""))
         note_response_object(request, obj)
         return respond(self._render_one(request, obj, media), media)
 
     def _list_options(self, request: web.BaseRequest, *, watch: bool) -> ListOptions:
-        return parse_list_options(request, self.resource.selectable_fields, watch=watch)
+        own = has_own_field_label_conversion(self.resource.group, self.resource.kind)
+        return parse_list_options(request, self.resource.selectable_fields, watch=watch,
+                                  own_field_labels=own)
 
     async def list(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         media = self._media(request)
@@ -173,33 +187,35 @@ class ResourceEndpoints:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _write_options(self, request: web.BaseRequest, info: RequestInfo,
-                       kind: str) -> WriteOptions:
+    def _write_options(self, request: web.BaseRequest, info: RequestInfo, kind: str,
+                       first: list[status.Cause] | None = None) -> WriteOptions:
+        """The options of a create, update or patch, validated as metav1's ValidateXOptions
+        does: ``first`` (the patch type's own checks), then fieldManager, dryRun and
+        fieldValidation, all reported together."""
         query = request.query
         dry_run = query.getall("dryRun", [])
-        causes = []
-        for value in dry_run:
-            if value != "All":
-                causes.append(status.Cause("FieldValueNotSupported",
-                                           f'Unsupported value: "{value}": supported values: '
-                                           '"All"', "dryRun"))
-        validation = query.get("fieldValidation", "") or "Warn"
-        if validation not in FIELD_VALIDATION:
-            causes.append(status.Cause("FieldValueNotSupported",
-                                       f'Unsupported value: "{validation}": supported values: '
-                                       '"Ignore", "Warn", "Strict"', "fieldValidation"))
+        causes = list(first or [])
         manager = query.get("fieldManager", "")
         if len(manager) > 128:
             causes.append(status.Cause("FieldValueTooLong", "Too long: may not be more than 128 "
                                        "bytes", "fieldManager"))
+        dry_run_problem = dry_run_cause(dry_run)
+        if dry_run_problem is not None:
+            causes.append(dry_run_problem)
+        validation = query.get("fieldValidation", "")
+        if validation not in FIELD_VALIDATION:
+            causes.append(status.Cause(
+                "FieldValueNotSupported", f"Unsupported value: {go_quote(validation)}: supported "
+                "values: " + ", ".join(go_quote(v) for v in FIELD_VALIDATION), "fieldValidation"))
         if causes:
-            raise status.invalid(kind, "", causes, group=META_GROUP)
-        return WriteOptions(dry_run=bool(dry_run), field_validation=validation,
+            raise status.invalid_options(kind, causes)
+        return WriteOptions(dry_run=bool(dry_run), field_validation=validation or "Warn",
                             manager=manager or _manager_from_user_agent(request),
                             subresource=info.subresource, user=request_user(request))
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
-        obj = decode_object(await read_body(request), body_media_type(request))
+        obj = decode_object(await read_body(request), body_media_type(request),
+                            self.resource.kind)
         note_request_object(request, obj)
         return obj
 
@@ -218,20 +234,19 @@ class ResourceEndpoints:
         return self._answer(request, updated, 201 if created else 200, options)
 
     async def patch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        options = self._write_options(request, info, "PatchOptions")
         patch_type = body_media_type(request)
         if patch_type not in patches.PATCH_TYPES:
-            raise patches.unsupported(patch_type)
+            raise patches.unsupported(request)
         force = request.query.get("force", "").lower() in ("true", "1")
+        first = []
         if patch_type == patches.APPLY_PATCH:
             if not request.query.get("fieldManager"):
-                raise status.invalid("PatchOptions", "", [status.Cause(
-                    "FieldValueRequired", "Required value: is required for apply patch",
-                    "fieldManager")], group=META_GROUP)
+                first.append(status.Cause("FieldValueRequired", "Required value: is required "
+                                          "for apply patch", "fieldManager"))
         elif "force" in request.query:
-            raise status.invalid("PatchOptions", "", [status.Cause(
-                "FieldValueForbidden", "Forbidden: may not be specified for non-apply patch",
-                "force")], group=META_GROUP)
+            first.append(status.Cause("FieldValueForbidden", "Forbidden: may not be specified "
+                                      "for non-apply patch", "force"))
+        options = self._write_options(request, info, "PatchOptions", first)
         options.force = force
         options.apply = patch_type == patches.APPLY_PATCH
         body = await read_body(request)
@@ -284,24 +299,21 @@ class ResourceEndpoints:
         orphan = given.get("orphanDependents", query.get("orphanDependents"))
         dry_run = given.get("dryRun") or query.getall("dryRun", [])
         causes = []
-        if policy and policy not in PROPAGATION:
-            causes.append(status.Cause("FieldValueNotSupported", f'Unsupported value: '
-                                       f'"{policy}": supported values: "Foreground", '
-                                       '"Background", "Orphan"', "propagationPolicy"))
         if policy and orphan is not None:
-            causes.append(status.Cause("FieldValueInvalid", "Invalid value: \"...\": "
+            causes.append(status.Cause("FieldValueInvalid", f"Invalid value: {go_quote(policy)}: "
                                        "orphanDependents and deletionPropagation cannot be "
                                        "both set", "propagationPolicy"))
-        for value in dry_run:
-            if value != "All":
-                causes.append(status.Cause("FieldValueNotSupported", f'Unsupported value: '
-                                           f'"{value}": supported values: "All"', "dryRun"))
-        try:
-            grace_seconds = int(grace) if grace not in (None, "") else None
-        except (TypeError, ValueError):
-            raise status.bad_request(f"gracePeriodSeconds: invalid value {grace!r}") from None
+        if policy and policy not in PROPAGATION:
+            causes.append(status.Cause(
+                "FieldValueNotSupported", f"Unsupported value: {go_quote(policy)}: supported "
+                "values: " + ", ".join(go_quote(v) for v in (*PROPAGATION, "nil")),
+                "propagationPolicy"))
+        dry_run_problem = dry_run_cause(list(dry_run))
+        if dry_run_problem is not None:
+            causes.append(dry_run_problem)
+        grace_seconds = _grace_period(grace)
         if causes:
-            raise status.invalid("DeleteOptions", "", causes, group=META_GROUP)
+            raise status.invalid_options("DeleteOptions", causes)
         given_pre = given.get("preconditions") or {}
         preconditions = Preconditions(uid=given_pre.get("uid"),
                                       resource_version=given_pre.get("resourceVersion")) \
@@ -335,6 +347,21 @@ class ResourceEndpoints:
         rendered["metadata"] = {}
         note_response_object(request, rendered)
         return respond(rendered, media)
+
+
+def _grace_period(grace: Any) -> int | None:
+    """gracePeriodSeconds from the body (a number) or the query (read with strconv.ParseInt,
+    whose error kube answers with 400)."""
+    if grace is None:
+        return None
+    if isinstance(grace, str):
+        value, error = parse_int(grace)
+        if value is None:
+            raise status.bad_request(error)
+        return value
+    if isinstance(grace, bool) or not isinstance(grace, int):
+        raise status.bad_request(f"gracePeriodSeconds: invalid value {grace!r}")
+    return grace
 
 
 def _one_event(event: Any) -> Any:

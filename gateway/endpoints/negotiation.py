@@ -2,8 +2,8 @@
 
 Responses are JSON or YAML; JSON may be transformed into a meta.k8s.io/v1 Table or into
 PartialObjectMetadata(List) when the Accept header asks (``application/json;as=Table;v=v1;
-g=meta.k8s.io``). Protobuf is not spoken: an Accept list that also offers JSON gets JSON; one
-that offers nothing we speak is 406.
+g=meta.k8s.io``). Protobuf is not written: an Accept list that also offers JSON gets JSON; one
+that offers nothing we write is 406, with kube's list of what it serves.
 """
 
 from __future__ import annotations
@@ -36,15 +36,6 @@ class MediaType:
         if self.transform:
             return f"{JSON};as={self.transform};v={self.transform_version};g={META_GROUP}"
         return YAML if self.format == "yaml" else JSON
-
-
-def not_acceptable() -> status.StatusError:
-    return status.StatusError(
-        406, "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml, "
-        "application/json;as=Table;v=v1;g=meta.k8s.io, "
-        "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
-    )
 
 
 def _parse_accept(header: str) -> list[tuple[str, dict[str, str], float]]:
@@ -85,15 +76,19 @@ def _candidate(mime: str, params: dict[str, str], allowed: frozenset[str]) -> Me
 
 def negotiate(request: web.BaseRequest, transforms: frozenset[str] = frozenset(),
               *, yaml_ok: bool = True) -> MediaType:
-    """The best representation the Accept header allows (JSON when there is none)."""
+    """The best representation the Accept header allows (JSON when there is none). Without
+    ``yaml_ok`` (a watch) YAML, which cannot stream, is refused when it is the best choice, as
+    kube's stream negotiation does, naming the types that can stream."""
     header = request.headers.get("Accept", "")
     if not header.strip():
         return MediaType()
     for mime, params, _ in _parse_accept(header):
         choice = _candidate(mime, params, transforms)
-        if choice is not None and (yaml_ok or choice.format != "yaml"):
+        if choice is not None:
+            if choice.format == "yaml" and not yaml_ok:
+                raise status.not_acceptable(status.STREAM_MEDIA_TYPES)
             return choice
-    raise not_acceptable()
+    raise status.not_acceptable()
 
 
 def encode(obj: Any, media: MediaType) -> bytes:

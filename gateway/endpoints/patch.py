@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 import jsonpatch
+from aiohttp import web
 
 from gateway.endpoints import status
 from gateway.schema.walk import items_schema, property_schema, resolve
@@ -26,12 +27,18 @@ APPLY_PATCH_CBOR = "application/apply-patch+cbor"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 
 
-def unsupported(content_type: str) -> status.StatusError:
-    return status.StatusError(
-        415, "UnsupportedMediaType",
-        f"the body of the request was in an unknown format - accepted media types include: "
-        f"{', '.join(PATCH_TYPES)} (got {content_type!r})",
-    )
+def unsupported(request: web.BaseRequest) -> status.StatusError:
+    """A PATCH whose Content-Type is no patch type. kube's PATCH route consumes only the patch
+    types, so its router (go-restful) refuses the request before the handler sees it: 415 for
+    a body of known length, and, for a body of unknown (chunked) or zero length, the answer
+    its Accept matching falls through to, with no representations to offer."""
+    length = request.headers.get("Content-Length")
+    if length is None:
+        return status.route_unsupported_media_type(
+            "415: Unsupported Media Type\n\nAvailable representations: ")
+    if request.content_length:
+        return status.route_unsupported_media_type()
+    return status.route_not_acceptable("406: Not Acceptable\n\nAvailable representations: ")
 
 
 def apply_json_patch(current: dict, operations: Any) -> dict:

@@ -8,8 +8,8 @@ import yaml
 from aiohttp import web
 
 from gateway.endpoints import status
+from gateway.endpoints.gowords import go_quote, json_kind, json_syntax_error, parse_int
 from gateway.endpoints.protobuf import PROTOBUF, decode_body
-from gateway.registry.labels import go_int64
 from gateway.storage.codec import loads
 
 #: kube-apiserver refuses request bodies over 3 MiB.
@@ -43,31 +43,78 @@ def body_media_type(request: web.BaseRequest) -> str:
     return raw.split(";", 1)[0].strip().lower()
 
 
-def decode_object(body: bytes, content_type: str) -> dict[str, Any]:
-    """A JSON or YAML object from a request body (400 when it is not one; 415 other types)."""
+#: Go's name for the struct kube first decodes a body into, to find its kind and apiVersion.
+_TYPE_META_STRUCT = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                     'Kind string "json:\\"kind,omitempty\\"" }')
+
+
+def _summary(body: bytes, limit: int = 30) -> str:
+    """kube's summary of a body it cannot read: the text of a JSON object, hex otherwise."""
+    if not body:
+        return "<empty>"
+    cut = body[:limit]
+    text = cut.decode("utf-8", "replace") if body[:1] == b"{" else cut.hex()
+    return text + " ..." if len(body) > limit else text
+
+
+def _type_meta_error(obj: Any) -> str:
+    """What Go's encoding/json says when ``obj`` does not fit kube's TypeMeta probe."""
+    if not isinstance(obj, dict):
+        return f"json: cannot unmarshal {json_kind(obj)} into Go value of type {_TYPE_META_STRUCT}"
+    for key in ("apiVersion", "kind"):
+        value = obj.get(key)
+        if value is not None and not isinstance(value, str):
+            return (f"json: cannot unmarshal {json_kind(value)} into Go struct field "
+                    f".{key} of type string")
+    return ""
+
+
+def unrecognized(kind: str, error: str, body: bytes) -> status.StatusError:
+    """kube's answer to a body it cannot even find the kind of (400)."""
+    return status.bad_request(f"the object provided is unrecognized (must be of type {kind}): "
+                              f"{error} ({_summary(body)})")
+
+
+def decode_object(body: bytes, content_type: str, kind: str = "") -> dict[str, Any]:
+    """A JSON or YAML object from a request body (400 when it is not one; 415 other types).
+    With ``kind`` (the kind the request is for), a body that does not decode is answered in
+    kube's words for that kind."""
     if content_type == PROTOBUF:
         return decode_body(body)
     if content_type in YAML_TYPES:
         try:
             obj = yaml.safe_load(body)
         except yaml.YAMLError as err:
+            if kind:
+                raise unrecognized(kind, _yaml_error(err), body) from None
             raise status.bad_request(f"error converting YAML to JSON: {err}") from None
     elif content_type in JSON_TYPES:
+        syntax = json_syntax_error(body)
+        if syntax:
+            if kind:
+                raise unrecognized(kind, f"couldn't get version/kind; json parse error: "
+                                         f"{syntax}", body)
+            raise status.bad_request(f"couldn't get version/kind; json parse error: {syntax}")
         try:
             obj = loads(body)
-        except ValueError as err:
-            raise status.bad_request(
-                f"couldn't decode the request body as JSON: {err}"
-            ) from None
+        except ValueError as err:  # text that is not UTF-8
+            raise status.bad_request(f"couldn't decode the request body as JSON: {err}") from None
     else:
-        raise status.StatusError(
-            415, "UnsupportedMediaType",
-            f"the body of the request was in an unknown format - accepted media types "
-            f"include: application/json, application/yaml (got {content_type!r})",
-        )
+        raise status.unsupported_media_type()
+    problem = _type_meta_error(obj) if obj is not None else ""
+    if problem and kind:
+        raise unrecognized(kind, f"couldn't get version/kind; json parse error: {problem}", body)
     if not isinstance(obj, dict):
         raise status.bad_request("the request body must be a JSON or YAML object")
     return obj
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    """A YAML syntax error in the shape of go-yaml's ("yaml: line N: problem"); the problem is
+    PyYAML's description, which words some problems differently from go-yaml."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or "unknown problem parsing YAML content"
+    return f"yaml: line {mark.line + 1}: {problem}" if mark is not None else f"yaml: {problem}"
 
 
 def drop_nulls(fields: dict[str, Any]) -> None:
@@ -76,25 +123,25 @@ def drop_nulls(fields: dict[str, Any]) -> None:
         del fields[key]
 
 
-def dry_run(request: web.BaseRequest) -> bool:
-    """``dryRun=All`` means do everything but store; any other value is 400."""
-    values = request.query.getall("dryRun", [])
-    for value in values:
-        if value != "All":
-            raise status.bad_request(
-                f'dryRun: Unsupported value: "{value}": supported values: "All"'
-            )
-    return bool(values)
+def dry_run_cause(values: list[str]) -> status.Cause | None:
+    """metav1 ValidateDryRun: every value must be "All"; kube shows the list as the Go slice
+    it is ([]string{"Sometimes"})."""
+    if all(value == "All" for value in values):
+        return None
+    shown = "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
+    return status.Cause("FieldValueNotSupported",
+                        f'Unsupported value: {shown}: supported values: "All"', "dryRun")
 
 
 def int64_param(request: web.BaseRequest, name: str) -> int | None:
-    """A query parameter read as Go's strconv.ParseInt does (None when absent or empty)."""
+    """A query parameter read as kube's parameter codec reads it, with strconv.ParseInt
+    (None when absent; present but empty is an error, as in Go); 400 with Go's error."""
     raw = request.query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return None
-    value = go_int64(raw)
+    value, error = parse_int(raw)
     if value is None:
-        raise status.bad_request(f"{name}: invalid value {raw!r}: not a 64-bit integer")
+        raise status.bad_request(error)
     return value
 
 

@@ -16,6 +16,7 @@ from gateway.storage import errors as storage_errors
 from gateway.storage.codec import dumps
 
 JSON = "application/json"
+META_GROUP = "meta.k8s.io"
 
 
 @dataclass
@@ -27,17 +28,9 @@ class Cause:
     field: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        out = {"reason": self.reason, "message": self.message}
-        if self.field:
-            out["field"] = self.field
-        return out
-
-
-#: kube's error constructors for these reasons always attach a details object, even an empty
-#: one; the others (BadRequest, Unauthorized, Expired, RequestEntityTooLarge, ...) attach none.
-_REASONS_WITH_DETAILS = frozenset({
-    "NotFound", "AlreadyExists", "Conflict", "Forbidden", "Invalid", "MethodNotAllowed",
-    "Timeout", "ServerTimeout", "TooManyRequests", "InternalError"})
+        """As metav1.StatusCause marshals: every field is left out when empty."""
+        out = {"reason": self.reason, "message": self.message, "field": self.field}
+        return {key: value for key, value in out.items() if value}
 
 
 @dataclass
@@ -47,12 +40,23 @@ class StatusError(Exception):
     code: int
     reason: str
     message: str
-    name: str = ""
-    group: str = ""
-    kind: str = ""
+    #: name, group and kind (the resource) of the object concerned. An error that names them,
+    #: even as "", carries a details object even when it ends up empty, as kube's constructors
+    #: that take a GroupResource do; one that leaves them None (a Status passed on as another
+    #: party sent it, a plain BadRequest) carries none unless something fills it.
+    name: str | None = None
+    group: str | None = None
+    kind: str | None = None
     causes: list[Cause] = field(default_factory=list)
     retry_after: int | None = None
     uid: str = ""
+    #: Send ``details`` even when it is empty (kube's NewTimeoutError, NewInternalError, and
+    #: the generic answers of its router).
+    always_details: bool = False
+
+    def __post_init__(self) -> None:
+        if any(value is not None for value in (self.name, self.group, self.kind)):
+            self.always_details = True
 
     def __str__(self) -> str:
         return f"{self.code} {self.reason}: {self.message}"
@@ -70,7 +74,7 @@ class StatusError(Exception):
         }
         if not self.reason:
             del status["reason"]
-        if not status["details"] and self.reason not in _REASONS_WITH_DETAILS:
+        if not status["details"] and not self.always_details:
             del status["details"]
         return status
 
@@ -86,13 +90,13 @@ class StatusError(Exception):
             details["uid"] = self.uid
         if self.causes:
             details["causes"] = [c.to_dict() for c in self.causes]
-        if self.retry_after is not None:
+        if self.retry_after:  # an int32 that JSON leaves out when 0
             details["retryAfterSeconds"] = self.retry_after
         return details
 
     def response(self) -> web.Response:
         resp = web.Response(status=self.code, body=dumps(self.to_status()), content_type=JSON)
-        if self.retry_after is not None:
+        if self.retry_after:
             resp.headers["Retry-After"] = str(self.retry_after)
         return resp
 
@@ -106,8 +110,9 @@ def qualified(resource: str, group: str) -> str:
 
 
 def not_found(resource: str = "", name: str = "", group: str = "") -> StatusError:
-    if not resource:
-        return StatusError(404, "NotFound", "the server could not find the requested resource")
+    if not resource:  # no route: kube's router answers with an empty details object
+        return StatusError(404, "NotFound", "the server could not find the requested resource",
+                           always_details=True)
     return StatusError(
         404, "NotFound", f'{qualified(resource, group)} "{name}" not found',
         name=name, group=group, kind=resource,
@@ -129,6 +134,23 @@ def conflict(resource: str, name: str, detail: str, group: str = "") -> StatusEr
     )
 
 
+def delete_uid_precondition_failed(kind: str, name: str, given: str, actual: str,
+                                   group: str = "") -> StatusError:
+    """rest.BeforeDelete's answer to a uid precondition that does not hold; kube names the
+    object by its Kind where a resource would go."""
+    return conflict(kind, name, f"the UID in the precondition ({given}) does not match the UID "
+                    f"in record ({actual}). The object might have been deleted and then "
+                    "recreated", group)
+
+
+def delete_rv_precondition_failed(kind: str, name: str, given: str, actual: str,
+                                  group: str = "") -> StatusError:
+    """rest.BeforeDelete's answer to a resourceVersion precondition that does not hold."""
+    return conflict(kind, name, f"the ResourceVersion in the precondition ({given}) does not "
+                    f"match the ResourceVersion in record ({actual}). The object might have "
+                    "been modified", group)
+
+
 def bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
 
@@ -144,10 +166,16 @@ def invalid(kind: str, name: str, causes: list[Cause], group: str = "") -> Statu
     return StatusError(422, "Invalid", message, name=name, group=group, kind=kind, causes=causes)
 
 
+def invalid_options(kind: str, causes: list[Cause]) -> StatusError:
+    """422 for request options (ListOptions, CreateOptions, DeleteOptions...) of meta.k8s.io."""
+    return invalid(kind, "", causes, group=META_GROUP)
+
+
 def method_not_allowed(verb: str, resource: str, group: str = "") -> StatusError:
     return StatusError(
         405, "MethodNotAllowed",
         f"{verb} is not supported on resources of kind {qualified(resource, group)!r}",
+        always_details=True,
     )
 
 
@@ -155,24 +183,71 @@ def gone(message: str) -> StatusError:
     return StatusError(410, "Expired", message)
 
 
+def timeout(message: str, retry_after: int = 0) -> StatusError:
+    """kube's NewTimeoutError: 504, "Timeout: " before the message, a details object."""
+    return StatusError(504, "Timeout", f"Timeout: {message}", retry_after=retry_after,
+                       always_details=True)
+
+
 def too_large_resource_version(requested: int, current: int) -> StatusError:
-    return StatusError(
-        504, "Timeout",
-        f"Too large resource version: {requested}, current: {current}",
-        causes=[Cause("ResourceVersionTooLarge", "Too large resource version")],
-        retry_after=1,
-    )
+    """storage.NewTooLargeResourceVersionError, as the watch cache gives it (retry after 1s)."""
+    err = timeout(f"Too large resource version: {requested}, current: {current}", 1)
+    err.causes = [Cause("ResourceVersionTooLarge", "Too large resource version")]
+    return err
 
 
 def internal_error(message: str) -> StatusError:
     return StatusError(
         500, "InternalError", f"Internal error occurred: {message}",
-        causes=[Cause("", message)] if message else [],
+        causes=[Cause("", message)], always_details=True,
     )
+
+
+def unknown_error(message: str) -> StatusError:
+    """An error kube passes on as it came (not a Status): 500, no reason, no details."""
+    return StatusError(500, "", message)
 
 
 def service_unavailable(message: str) -> StatusError:
     return StatusError(503, "ServiceUnavailable", message)
+
+
+# -- content types ---------------------------------------------------------------------------
+
+#: What kube-apiserver's serializers read and write, in its order.
+MEDIA_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+#: Those that can stream a watch.
+STREAM_MEDIA_TYPES = ("application/json;stream=watch",
+                      "application/vnd.kubernetes.protobuf;stream=watch")
+
+
+def unsupported_media_type(accepted: tuple[str, ...] = MEDIA_TYPES) -> StatusError:
+    """A request body in a format the handler cannot read (415)."""
+    return StatusError(415, "UnsupportedMediaType",
+                       "the body of the request was in an unknown format - accepted media "
+                       f"types include: {', '.join(accepted)}")
+
+
+def not_acceptable(accepted: tuple[str, ...] = MEDIA_TYPES) -> StatusError:
+    """No representation the client accepts (406)."""
+    return StatusError(406, "NotAcceptable", "only the following media types are accepted: "
+                       + ", ".join(accepted))
+
+
+def not_acceptable_transform(message: str) -> StatusError:
+    """A Table or PartialObjectMetadata(List) that cannot be made of the result (406)."""
+    return StatusError(406, "NotAcceptable", message)
+
+
+def route_unsupported_media_type(message: str = "415: Unsupported Media Type") -> StatusError:
+    """kube's router (go-restful) refusing a Content-Type no route of the path consumes, before
+    any handler runs: its own words, and an empty details object."""
+    return StatusError(415, "UnsupportedMediaType", message, always_details=True)
+
+
+def route_not_acceptable(message: str) -> StatusError:
+    """kube's router answering 406 for a request it could not route by its Accept."""
+    return StatusError(406, "NotAcceptable", message, always_details=True)
 
 
 def from_storage_error(err: storage_errors.StorageError, resource: str = "", name: str = "",
@@ -187,9 +262,11 @@ def from_storage_error(err: storage_errors.StorageError, resource: str = "", nam
     if isinstance(err, storage_errors.TooOldResourceVersionError):
         return gone(f"too old resource version: {err.requested} ({err.current})")
     if isinstance(err, storage_errors.InvalidContinueError):
-        return bad_request(str(err))
+        return bad_request(f"invalid continue token: {err.explained}")
     if isinstance(err, storage_errors.FutureRevisionError):
         return too_large_resource_version(err.requested, err.current)
     if isinstance(err, storage_errors.StorageUnavailableError):
         return service_unavailable(str(err))
+    if isinstance(err, storage_errors.BackendRefusedError):
+        return unknown_error(str(err))
     return internal_error(str(err))

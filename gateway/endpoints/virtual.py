@@ -24,7 +24,7 @@ Compute = Callable[[web.BaseRequest, RequestInfo, dict[str, Any]], Awaitable[dic
 async def read_typed_body(request: web.BaseRequest, kind: str, api_version: str,
                           schema: dict) -> dict[str, Any]:
     """A request body that must be of ``kind``; fields checked against ``schema``."""
-    obj = decode_object(await read_body(request), body_media_type(request))
+    obj = decode_object(await read_body(request), body_media_type(request), kind)
     if obj.get("kind", kind) != kind or obj.get("apiVersion", api_version) != api_version:
         raise status.bad_request(f"the body must be a {api_version} {kind}, not "
                                  f"{obj.get('apiVersion')} {obj.get('kind')}")

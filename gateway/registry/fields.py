@@ -1,7 +1,7 @@
 """Field selectors, with k8s.io/apimachinery/pkg/fields' syntax: ``a=b,c!=d`` (``\\,``, ``\\=``
-and ``\\\\`` escape; a bare ``=`` or ``,`` in a value is an error, and nothing is trimmed). Each
-resource says which fields it can be selected by; anything else is "field label not supported"
-(400)."""
+and ``\\\\`` escape; a bare ``=`` or ``,`` in a value is an error, and nothing is trimmed). Which
+fields a resource can be selected by, and the words for any other, depend on whether kube gives
+its kind a field label conversion of its own (400 either way)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.endpoints.gowords import go_quote
 from gateway.registry.labels import SelectorError
 
 #: Field label -> value of one object, for matching.
@@ -108,16 +109,48 @@ def _term(selector: str, part: str) -> FieldTerm:
     return FieldTerm(field, _unescape(value), op == "!=")
 
 
-def parse_field_selector(text: str, supported: frozenset[str]) -> FieldSelector:
-    """Parse a field selector as fields.ParseSelector does, then refuse fields outside
-    ``supported`` as the resource's field label conversion does. Nothing is trimmed (so a
-    lone space is a term kube cannot understand), and the terms are sorted first, which decides
-    which of several bad terms is reported."""
-    terms = [_term(text, part) for part in sorted(_split_terms(text)) if part]
-    for term in terms:
-        if term.field not in supported:
+def parse_field_selector(text: str, supported: frozenset[str] | None = None, *,
+                         own_conversion: bool = True) -> FieldSelector:
+    """Parse a field selector as fields.ParseSelector does; with ``supported``, refuse other
+    fields too (check_field_labels). Nothing is trimmed (so a lone space is a term kube cannot
+    understand), and the terms are sorted first, which decides which of several bad terms is
+    reported."""
+    selector = FieldSelector(tuple(_term(text, part) for part in sorted(_split_terms(text))
+                                   if part))
+    if supported is not None:
+        check_field_labels(selector, supported, own_conversion=own_conversion)
+    return selector
+
+
+#: The only labels kube's default conversion (DefaultMetaV1FieldSelectorConversion) takes,
+#: whatever the resource's scope.
+DEFAULT_FIELD_LABELS = frozenset({"metadata.name", "metadata.namespace"})
+
+#: (group, kind) of the kinds the gateway serves that register a field label conversion of
+#: their own in kube v1.32 (AddFieldLabelConversionFunc, pkg/apis/core/v1); every other kind
+#: goes through the default conversion.
+OWN_FIELD_LABEL_CONVERSION = frozenset({
+    ("", "Pod"), ("", "Node"), ("", "ReplicationController"), ("", "Event"),
+    ("", "Namespace"), ("", "Secret"), ("", "Service"),
+})
+
+
+def has_own_field_label_conversion(group: str, kind: str) -> bool:
+    return (group, kind) in OWN_FIELD_LABEL_CONVERSION
+
+
+def check_field_labels(selector: FieldSelector, supported: frozenset[str], *,
+                       own_conversion: bool) -> None:
+    """Refuse the first field (in sorted order) the resource's field label conversion does not
+    know: a conversion of its own says "field label not supported: <label>" and takes
+    ``supported``; the default one takes metadata.name and metadata.namespace and says it
+    otherwise."""
+    for term in selector.terms:
+        if own_conversion and term.field not in supported:
             raise SelectorError(f"field label not supported: {term.field}")
-    return FieldSelector(tuple(terms))
+        if not own_conversion and term.field not in DEFAULT_FIELD_LABELS:
+            raise SelectorError(f"{go_quote(term.field)} is not a known field selector: only "
+                                '"metadata.name", "metadata.namespace"')
 
 
 def object_meta_fields(obj: dict[str, Any], namespaced: bool) -> dict[str, str]:

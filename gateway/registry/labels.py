@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gateway.endpoints.gowords import go_quote
+
 EXISTS, NOT_EXISTS, IN, NOT_IN, GT, LT = "exists", "!", "in", "notin", "gt", "lt"
 
 # k8s.io/apimachinery/pkg/util/validation: the formats, and the messages that quote them
@@ -107,30 +109,9 @@ def go_int64(text: str) -> int | None:
     return value if value in _INT64 else None
 
 
-_GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t",
-               "\v": r"\v", '"': r"\"", "\\": r"\\"}
-
-
-def _go_quote(text: str) -> str:
-    """Go's %q, which field errors use to show a bad value."""
-    out = []
-    for char in text:
-        if char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char.isprintable():
-            out.append(char)
-        elif ord(char) < 0x80:
-            out.append(f"\\x{ord(char):02x}")
-        elif ord(char) < 0x10000:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    return '"' + "".join(out) + '"'
-
-
 def _invalid(path: str, value: str, detail: str) -> str:
     """field.Invalid(path, value, detail).Error()."""
-    return f"{path}: Invalid value: {_go_quote(value)}: {detail}"
+    return f"{path}: Invalid value: {go_quote(value)}: {detail}"
 
 
 def _aggregate(errors: list[str]) -> str:

@@ -21,7 +21,7 @@ from gateway.admission.matching import Attributes
 from gateway.auth.user import UserInfo
 from gateway.clock import now_rfc3339
 from gateway.endpoints import fieldmanager, status
-from gateway.endpoints.listoptions import EXACT, ListOptions
+from gateway.endpoints.listoptions import EXACT, ListOptions, resource_version_error
 from gateway.endpoints.request import drop_nulls
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import object_meta_causes, required
@@ -53,6 +53,8 @@ CONTINUE_EXPIRED = (
     "results in an inconsistent list - objects that were created, modified, or deleted between "
     "the time the first chunk was returned and now may show up in the list."
 )
+#: ObjectMeta's collections that kube leaves out when empty (omitempty).
+_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
 LIST_RV_EXPIRED = "The resourceVersion for the provided list is too old."
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATED_SUFFIX = 5
@@ -188,6 +190,9 @@ class RESTStore:
             raise status.bad_request("metadata must be an object")
         drop_nulls(obj)
         drop_nulls(meta)
+        for key in _OMITTED_WHEN_EMPTY:
+            if meta.get(key) in ([], {}):
+                del meta[key]  # Go's omitempty: an emptied list or map is no field at all
         self._check_namespace(meta, namespace)
         if name is not None and meta.get("name") and meta["name"] != name:
             raise status.bad_request(f"the name of the object ({meta['name']}) does not match "
@@ -254,7 +259,10 @@ class RESTStore:
 
     # -- reads ----------------------------------------------------------------------------
 
-    async def get(self, namespace: str, name: str) -> Object:
+    async def get(self, namespace: str, name: str, resource_version: str = "") -> Object:
+        rv_error = resource_version_error(resource_version)
+        if rv_error:  # the watch cache's versioner refuses it; kube passes that on as it is
+            raise status.unknown_error(rv_error)
         try:
             return await self.cacher.get(self.resource.key(namespace, name))
         except StorageError as err:
@@ -266,9 +274,14 @@ class RESTStore:
         prefix = self.resource.list_prefix(namespace)
         predicate = self.predicate(options)
         rv, match = options.resource_version, options.resource_version_match
+        from_store = bool(options.continue_token or rv == "" or match == EXACT or (
+            match == "" and rv != "0" and options.limit > 0))
+        rv_error = resource_version_error(rv)
+        if rv_error:  # kube's etcd3 store answers 400; its watch cache passes the error on
+            raise (status.bad_request(f"invalid resource version: {rv_error}") if from_store
+                   else status.unknown_error(rv_error))
         try:
-            if options.continue_token or rv == "" or match == EXACT or (
-                    match == "" and rv != "0" and options.limit > 0):
+            if from_store:
                 return await self.cacher.list(
                     prefix, limit=options.limit, continue_token=options.continue_token,
                     revision=options.revision, predicate=predicate,
@@ -289,6 +302,9 @@ class RESTStore:
         predicate = self.predicate(options)
         rv, initial = options.resource_version, options.send_initial_events
         bookmarks = options.allow_watch_bookmarks
+        rv_error = resource_version_error(rv)
+        if rv_error:  # the watch cache's versioner refuses it; kube passes that on as it is
+            raise status.unknown_error(rv_error)
         try:
             if initial is None and rv not in ("", "0"):
                 return await self.cacher.watch_cached(
@@ -465,10 +481,9 @@ class RESTStore:
         key = self.resource.key(namespace, name)
         try:
             current = await self.cacher.get(key)
-            if options.preconditions is not None:
-                options.preconditions.check(key, current)
         except StorageError as err:
             raise self._status(err, name) from None
+        self._check_delete_preconditions(current, options.preconditions)
         self.strategy.validate_delete(current)
         await self._admit_webhooks("DELETE", namespace, None, current, write, options)
         pending = self.strategy.pending_finalizers(current)
@@ -481,6 +496,22 @@ class RESTStore:
         except StorageError as err:
             raise self._status(err, name) from None
         return deleted, True
+
+    def _check_delete_preconditions(self, current: Object,
+                                    preconditions: Preconditions | None) -> None:
+        """rest.BeforeDelete's early check of the preconditions: uid, then resourceVersion.
+        (The delete itself checks them again against what it removes.)"""
+        if preconditions is None:
+            return
+        meta = current.get("metadata", {})
+        kind, group, name = self.resource.kind, self.resource.group, meta.get("name", "")
+        if preconditions.uid is not None and preconditions.uid != meta.get("uid", ""):
+            raise status.delete_uid_precondition_failed(kind, name, preconditions.uid,
+                                                        meta.get("uid", ""), group)
+        wanted = preconditions.resource_version
+        if wanted is not None and wanted != meta.get("resourceVersion", ""):
+            raise status.delete_rv_precondition_failed(kind, name, wanted,
+                                                       meta.get("resourceVersion", ""), group)
 
     async def _mark_deleting(self, key: str, name: str, options: DeleteOptions) -> Object:
         """Set deletionTimestamp; the object stays until its finalizers are gone."""

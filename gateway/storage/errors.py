@@ -60,7 +60,18 @@ class FutureRevisionError(StorageError):
 
 
 class InvalidContinueError(StorageError):
-    """A continue token that cannot be decoded or does not belong to the list (400)."""
+    """A continue token that cannot be decoded or does not belong to the list (400).
+
+    The message is kube's "continue key is not valid"; ``detail`` says what is wrong with the
+    token, in the words kube adds after it."""
+
+    def __init__(self, message: str, *, detail: str = "", key: str = "") -> None:
+        super().__init__(message, key=key)
+        self.detail = detail
+
+    @property
+    def explained(self) -> str:
+        return f"{self}: {self.detail}" if self.detail else str(self)
 
 
 class StorageUnavailableError(StorageError):
@@ -69,3 +80,9 @@ class StorageUnavailableError(StorageError):
 
 class StorageInternalError(StorageError):
     """The backend failed the operation; nothing was written (500)."""
+
+
+class BackendRefusedError(StorageInternalError):
+    """The backend answered the operation with an error of its own (etcd's "etcdserver: mvcc:
+    database space exceeded"); the message is its words. kube-apiserver passes such an error
+    on unchanged: a 500 without a reason."""

@@ -29,6 +29,7 @@ from aetcd import rpc
 
 from gateway.storage import cas, codec, continuetoken
 from gateway.storage.errors import (
+    BackendRefusedError,
     FutureRevisionError,
     KeyExistsError,
     KeyNotFoundError,
@@ -109,7 +110,7 @@ def _map_error(err: grpc.aio.AioRpcError, key: str = "") -> StorageError:
         return TooOldResourceVersionError(0, 0)
     if err.code() in _UNAVAILABLE:
         return StorageUnavailableError(f"etcd is unavailable: {details}", key=key)
-    return StorageInternalError(f"etcd: {details}", key=key)
+    return BackendRefusedError(details, key=key)
 
 
 def _retryable(method: str, err: grpc.aio.AioRpcError) -> bool:

@@ -22,6 +22,13 @@ def names(items: list[dict]) -> list[str]:
     return [o["metadata"]["name"] for o in items]
 
 
+def passed_on(message: str) -> dict[str, Any]:
+    """The Status kube makes of an error that is not one (ErrorToAPIStatus): 500, no reason,
+    no details."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "code": 500}
+
+
 # -- lists ------------------------------------------------------------------------------------
 
 
@@ -77,7 +84,8 @@ def test_a_resource_version_from_the_future_times_out(api, ns):
     code, made = api.post(path, configmap("f"))
     assert code == 201, made
     future = rv(made) + 100000
-    # kube's message starts "Timeout: " (errors.NewTimeoutError); the gateway's does not
+    # storage.NewTooLargeResourceVersionError: errors.NewTimeoutError's "Timeout: " prefix,
+    # retry after 1 s, and the ResourceVersionTooLarge cause
     too_large = [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
     started = time.monotonic()
     status = expect_status(api.get(f"{path}?resourceVersion={future}"
@@ -85,53 +93,106 @@ def test_a_resource_version_from_the_future_times_out(api, ns):
                            causes=too_large)
     # a lower bound only: the cache was given its time to catch up before the answer
     assert time.monotonic() - started >= 2.5, "it waited for the cache first"
-    assert f"Too large resource version: {future}, current: " in status["message"]
-    assert status["details"]["retryAfterSeconds"] == 1
+    current = int(status["message"].rpartition(" ")[2])
+    assert current >= rv(made)
+    assert status["message"] == (f"Timeout: Too large resource version: {future}, "
+                                 f"current: {current}")
+    assert status["details"] == {"retryAfterSeconds": 1, "causes": too_large}
     # an exact list (a limit, no match) is answered from the store at once, as refused
     status = expect_status(api.get(f"{path}?resourceVersion={future}&limit=5"), 504, "Timeout",
                            causes=too_large)
-    assert f"Too large resource version: {future}, current: " in status["message"]
+    current = int(status["message"].rpartition(" ")[2])
+    assert status["message"] == (f"Timeout: Too large resource version: {future}, "
+                                 f"current: {current}")
 
 
 LIST_OPTIONS = 'ListOptions.meta.k8s.io "" is invalid: '
 
 
+#: field.NotSupported of ValidateListOptions for an unknown resourceVersionMatch
+UNSUPPORTED_MATCH = ('Unsupported value: "Sometimes": supported values: "Exact", '
+                     '"NotOlderThan", ""')
+
+
 @pytest.mark.parametrize(
-    ("query", "code", "reason", "field", "cause"),
+    ("query", "causes"),
     [
-        # ValidateListOptions: kube's field.Forbidden messages start "Forbidden: ", which the
-        # gateway's do not, so only the cause's field and reason are asserted for those
-        ("?resourceVersionMatch=Exact", 422, "Invalid", "resourceVersionMatch",
-         "FieldValueForbidden"),
-        ("?resourceVersion=0&resourceVersionMatch=Exact", 422, "Invalid",
-         "resourceVersionMatch", "FieldValueForbidden"),
-        ("?resourceVersion=5&resourceVersionMatch=Sometimes", 422, "Invalid",
-         "resourceVersionMatch", "FieldValueNotSupported"),
-        ("?sendInitialEvents=true", 422, "Invalid", "sendInitialEvents", "FieldValueForbidden"),
-        ("?watch=1&sendInitialEvents=true", 422, "Invalid", "resourceVersionMatch",
-         "FieldValueForbidden"),
-        # kube: 'invalid continue token: continue key is not valid: <decoder error>'
-        ("?continue=not-a-token", 400, "BadRequest", None, None),
-        ("?resourceVersion=abc", 400, "BadRequest", None, None),
-        ("?resourceVersion=99999999999999999999", 400, "BadRequest", None, None),  # > uint64
-        # kube passes Go's strconv.ParseInt errors on ('strconv.ParseInt: parsing "x": invalid
-        # syntax'); the gateway says "<name>: invalid value 'x': not a 64-bit integer"
-        ("?limit=99999999999999999999", 400, "BadRequest", None, None),  # beyond int64
-        ("?limit=1_000", 400, "BadRequest", None, None),  # Go's integers have no underscores
-        ("?timeoutSeconds=x", 400, "BadRequest", None, None),
-        # kube: '"spec.nothing" is not a known field selector: only "metadata.name",
-        # "metadata.namespace"' (configmaps have no field label conversion of their own)
-        ("?fieldSelector=spec.nothing%3Dx", 400, "BadRequest", None, None),
+        # ValidateListOptions: every problem at once, in its order
+        ("?resourceVersionMatch=Exact",
+         [("resourceVersionMatch", "FieldValueForbidden", "Forbidden: resourceVersionMatch is "
+           "forbidden unless resourceVersion is provided")]),
+        ("?resourceVersion=0&resourceVersionMatch=Exact",
+         [("resourceVersionMatch", "FieldValueForbidden", 'Forbidden: resourceVersionMatch '
+           '"exact" is forbidden for resourceVersion "0"')]),
+        ("?resourceVersion=5&resourceVersionMatch=Sometimes",
+         [("resourceVersionMatch", "FieldValueNotSupported", UNSUPPORTED_MATCH)]),
+        ("?resourceVersionMatch=Sometimes",
+         [("resourceVersionMatch", "FieldValueForbidden", "Forbidden: resourceVersionMatch is "
+           "forbidden unless resourceVersion is provided"),
+          ("resourceVersionMatch", "FieldValueNotSupported", UNSUPPORTED_MATCH)]),
+        ("?sendInitialEvents=true",
+         [("sendInitialEvents", "FieldValueForbidden",
+           "Forbidden: sendInitialEvents is forbidden for list")]),
+        ("?watch=1&sendInitialEvents=true",
+         [("resourceVersionMatch", "FieldValueForbidden", "Forbidden: sendInitialEvents "
+           "requires setting resourceVersionMatch to NotOlderThan")]),
     ],
 )
-def test_bad_list_options(api, ns, query, code, reason, field, cause):
-    status = expect_status(api.get(CM.format(ns=ns) + query), code, reason)
-    if field is not None:
-        assert status["message"].startswith(f"{LIST_OPTIONS}{field}: "), status["message"]
-        assert (status["details"]["group"], status["details"]["kind"]) == ("meta.k8s.io",
-                                                                           "ListOptions")
-        assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
-            (field, cause)]
+def test_invalid_list_options(api, ns, query, causes):
+    errors = [f"{field}: {message}" for field, _, message in causes]
+    summary = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
+    status = expect_status(api.get(CM.format(ns=ns) + query), 422, "Invalid",
+                           message=f"{LIST_OPTIONS}{summary}",
+                           causes=[{"reason": reason, "message": message, "field": field}
+                                   for field, reason, message in causes])
+    assert (status["details"]["group"], status["details"]["kind"]) == ("meta.k8s.io",
+                                                                       "ListOptions")
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        # storage.DecodeContinue's errors, the Go decoders' words at the end
+        ("?continue=not-a-token", "invalid continue token: continue key is not valid: invalid "
+                                  "character '\\u009e' looking for beginning of value"),
+        ("?continue=a%21b", "invalid continue token: continue key is not valid: illegal base64 "
+                            "data at input byte 1"),
+        # the parameter codec's strconv.ParseInt errors, as they come
+        ("?limit=99999999999999999999",
+         'strconv.ParseInt: parsing "99999999999999999999": value out of range'),
+        ("?limit=1_000", 'strconv.ParseInt: parsing "1_000": invalid syntax'),
+        ("?limit=", 'strconv.ParseInt: parsing "": invalid syntax'),
+        ("?timeoutSeconds=x", 'strconv.ParseInt: parsing "x": invalid syntax'),
+        # configmaps have no field label conversion of their own: the default one answers
+        ("?fieldSelector=spec.nothing%3Dx",
+         '"spec.nothing" is not a known field selector: only "metadata.name", '
+         '"metadata.namespace"'),
+        # the etcd3 store refuses a resourceVersion that is no revision (an exact list)
+        ("?resourceVersion=abc&limit=5", 'invalid resource version: resourceVersion: Invalid '
+                                         'value: "abc": strconv.ParseUint: parsing "abc": '
+                                         "invalid syntax"),
+    ],
+)
+def test_bad_list_options(api, ns, query, message):
+    expect_status(api.get(CM.format(ns=ns) + query), 400, "BadRequest", message=message)
+
+
+@pytest.mark.parametrize(
+    ("query", "value", "problem"),
+    [
+        ("?resourceVersion=abc", "abc", "invalid syntax"),
+        ("?resourceVersion=99999999999999999999", "99999999999999999999", "value out of range"),
+        ("?watch=1&resourceVersion=abc", "abc", "invalid syntax"),
+        ("/one?resourceVersion=abc", "abc", "invalid syntax"),
+    ],
+)
+def test_a_resource_version_that_is_no_revision(api, ns, query, value, problem):
+    # the watch cache's versioner refuses it with a storage error kube does not translate:
+    # ErrorToAPIStatus makes a 500 of it, without reason or details
+    assert api.post(CM.format(ns=ns), configmap("one"))[0] == 201
+    assert api.get(CM.format(ns=ns) + query) == (500, passed_on(
+        f'resourceVersion: Invalid value: "{value}": strconv.ParseUint: parsing "{value}": '
+        f"{problem}"))
 
 
 def test_bad_list_options_with_kubes_own_words(api, ns):
@@ -193,10 +254,10 @@ def test_field_selectors(api, ns):
     # secrets' own field label conversion refuses an unknown label in these words
     expect_status(api.get(f"{secrets}?fieldSelector=spec.x%3Dy"), 400, "BadRequest",
                   message="field label not supported: spec.x")
-    # configmaps have none: kube's default conversion says '"type" is not a known field
-    # selector: only "metadata.name", "metadata.namespace"', the gateway "field label not
-    # supported: type"
-    expect_status(api.get(f"{path}?fieldSelector=type%3Dx"), 400, "BadRequest")
+    # configmaps have none: kube's default conversion answers, whatever the label
+    expect_status(api.get(f"{path}?fieldSelector=type%3Dx"), 400, "BadRequest",
+                  message='"type" is not a known field selector: only "metadata.name", '
+                          '"metadata.namespace"')
 
 
 def test_all_namespaces(api):

@@ -476,3 +476,15 @@ def test_object_meta_fields() -> None:
     assert object_meta_fields(obj, True) == {"metadata.name": "a", "metadata.namespace": "ns"}
     assert object_meta_fields(obj, False) == {"metadata.name": "a"}
     assert object_meta_fields({}, True) == {"metadata.name": "", "metadata.namespace": ""}
+
+
+def test_default_field_label_conversion() -> None:
+    # kinds without a conversion of their own (configmaps): metadata.name and
+    # metadata.namespace, whatever the scope, and DefaultMetaV1FieldSelectorConversion's words
+    selector = parse_field_selector("metadata.namespace=x", frozenset({"metadata.name"}),
+                                    own_conversion=False)
+    assert [t.field for t in selector.terms] == ["metadata.namespace"]
+    with pytest.raises(SelectorError) as err:
+        parse_field_selector("type=x", META, own_conversion=False)
+    assert str(err.value) == ('"type" is not a known field selector: only "metadata.name", '
+                              '"metadata.namespace"')

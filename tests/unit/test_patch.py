@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from aiohttp.test_utils import make_mocked_request
 
 import gateway.apis.install  # noqa: F401 - defines every schema
 from gateway.endpoints import patch as patches
@@ -186,13 +187,25 @@ def test_json_patch_result_must_be_an_object() -> None:
         400, "BadRequest", "json patch result is not an object")
 
 
-def test_unsupported_patch_type() -> None:
-    err = patches.unsupported("text/plain")
-    assert err.code == 415
-    assert err.reason == "UnsupportedMediaType"
-    assert "'text/plain'" in err.message
-    for media_type in patches.PATCH_TYPES:
-        assert media_type in err.message
+@pytest.mark.parametrize(
+    ("headers", "code", "reason", "message"),
+    [
+        # a body of known length: go-restful's refusal of a Content-Type the route does not
+        # consume
+        ({"Content-Length": "5"}, 415, "UnsupportedMediaType", "415: Unsupported Media Type"),
+        # chunked: no length to refuse by, so its Accept matching answers, with nothing to offer
+        ({}, 415, "UnsupportedMediaType",
+         "415: Unsupported Media Type\n\nAvailable representations: "),
+        ({"Content-Length": "0"}, 406, "NotAcceptable",
+         "406: Not Acceptable\n\nAvailable representations: "),
+    ],
+)
+def test_unsupported_patch_type(headers: dict, code: int, reason: str, message: str) -> None:
+    request = make_mocked_request("PATCH", "/api/v1/namespaces/n/configmaps/c",
+                                  headers={"Content-Type": "text/plain", **headers})
+    assert patches.unsupported(request).to_status() == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "details": {}, "code": code}
 
 
 # -- strategic merge patch ------------------------------------------------------------------------

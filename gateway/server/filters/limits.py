@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
 from aiohttp import web
 
 from gateway.auth.context import request_user
 from gateway.endpoints import status
-from gateway.options import parse_duration
+from gateway.endpoints.gowords import parse_duration
 from gateway.server.genericapiserver import REQUEST_INFO, Handler
 
 
@@ -67,15 +66,15 @@ def request_timeout(request: web.BaseRequest, default: float) -> float:
         return default
     try:
         wanted = parse_duration(given)
-    except (ValueError, argparse.ArgumentTypeError):
-        raise status.bad_request(f"invalid timeout specified in the request URL: "
-                                 f"{given!r}") from None
+    except ValueError as err:  # Go's time.ParseDuration error, as kube passes it on
+        raise status.bad_request(f"invalid timeout specified in the request URL - {err}") \
+            from None
     return min(wanted, default) if wanted > 0 else default
 
 
 def timed_out() -> status.StatusError:
-    return status.StatusError(504, "Timeout", "Timeout: request did not complete within "
-                              "requested timeout - context deadline exceeded")
+    return status.timeout("request did not complete within requested timeout - context "
+                          "deadline exceeded")
 
 
 def with_timeout(handler: Handler, default: float) -> Handler:
