@@ -72,8 +72,8 @@ def install_kube_core(server: GenericAPIServer, factory: StorageFactory, *,
         else:
             store = RESTStore(resource, factory.cacher(resource.storage_prefix))
             if resource.namespaced:
-                # first of the store's admission hooks, as NamespaceLifecycle is first in kube
-                store.admission.append(
+                # before naming and validation, as kube's NamespaceLifecycle admission
+                store.create_admission.append(
                     namespace_lifecycle(namespaces, resource.plural, resource.group))
         name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
         core.stores[name] = store

@@ -14,11 +14,11 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from gateway.apimachinery.gowords import go_quote, parse_int
 from gateway.auth.audit.events import note_request_object, note_response_object
 from gateway.auth.context import request_user
 from gateway.endpoints import fieldmanager, status
 from gateway.endpoints import patch as patches
-from gateway.endpoints.gowords import go_quote, parse_int
 from gateway.endpoints.listoptions import ListOptions, parse_list_options
 from gateway.endpoints.negotiation import TRANSFORMS, MediaType, negotiate, respond
 from gateway.endpoints.request import body_media_type, decode_object, dry_run_cause, read_body

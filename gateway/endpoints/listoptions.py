@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from gateway.apimachinery.gowords import go_quote, parse_uint
 from gateway.endpoints import status
-from gateway.endpoints.gowords import go_quote, parse_uint
 from gateway.endpoints.request import int64_param
 from gateway.registry.fields import FieldSelector, check_field_labels, parse_field_selector
 from gateway.registry.labels import LabelSelector, SelectorError, parse_label_selector

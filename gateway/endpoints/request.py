@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from gateway.apimachinery.gowords import go_quote, json_kind, json_syntax_error, parse_int
 from gateway.endpoints import status
-from gateway.endpoints.gowords import go_quote, json_kind, json_syntax_error, parse_int
 from gateway.endpoints.protobuf import PROTOBUF, decode_body
 from gateway.storage.codec import loads
 

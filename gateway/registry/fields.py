@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.endpoints.gowords import go_quote
+from gateway.apimachinery.gowords import go_quote
 from gateway.registry.labels import SelectorError
 
 #: Field label -> value of one object, for matching.

@@ -38,9 +38,7 @@ from gateway.storage.watchcache import Cacher, CacheWatcher
 if TYPE_CHECKING:
     from gateway.admission.webhooks import WebhookAdmission
 
-#: Checks, before a create, that the object's namespace can take it (namespace lifecycle).
-NamespaceCheck = Callable[[str], Awaitable[None]]
-#: Checks a write before it is stored: (new object, current object or None, options).
+#: Checks a write: (new object, current object or None, options).
 Admission = Callable[["Object", "Object | None", "WriteOptions"], Awaitable[None]]
 
 CONFLICT_MESSAGE = (
@@ -86,12 +84,14 @@ class DeleteOptions:
 class RESTStore:
     """Create, read, update, patch, delete and watch one resource's objects."""
 
-    def __init__(self, resource: ResourceDef, cacher: Cacher,
-                 namespace_check: NamespaceCheck | None = None) -> None:
+    def __init__(self, resource: ResourceDef, cacher: Cacher) -> None:
         self.resource = resource
         self.cacher = cacher
         self.strategy = resource.strategy
-        self.namespace_check = namespace_check
+        #: Checks of a create on the object as the client sent it, before a generated name,
+        #: system metadata and validation (kube's mutating admission: namespace lifecycle).
+        self.create_admission: list[Admission] = []
+        #: Checks of every write on the object as it is to be stored.
         self.admission: list[Admission] = []
         #: The admission webhooks, called after the checks in ``admission``.
         self.webhooks: WebhookAdmission | None = None
@@ -329,12 +329,12 @@ class RESTStore:
     async def create(self, namespace: str, obj: Object, options: WriteOptions) -> Object:
         meta = self.check_body(obj, namespace, None, options)
         meta.pop("managedFields", None)  # ownership starts with this write
+        for admit in self.create_admission:
+            await admit(obj, None, options)
         generated = bool(meta.get("generateName")) and not meta.get("name")
         if generated:
             meta["name"] = _generated_name(meta["generateName"])
         self._prepare_create(obj, options)
-        if self.resource.namespaced and self.namespace_check is not None:
-            await self.namespace_check(namespace)
         await self._admit(obj, None, options)
         obj = await self._admit_webhooks("CREATE", namespace, obj, None, options)
         meta = obj["metadata"]
@@ -437,9 +437,9 @@ class RESTStore:
 
     async def _create_on_write(self, namespace: str, new: Object,
                                options: WriteOptions) -> Object:
+        for admit in self.create_admission:
+            await admit(new, None, options)
         self._prepare_create(new, options)
-        if self.resource.namespaced and self.namespace_check is not None:
-            await self.namespace_check(namespace)
         await self._admit(new, None, options)
         return await self._admit_webhooks("CREATE", namespace, new, None, options)
 

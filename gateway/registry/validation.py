@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Any
 
-from gateway.endpoints.gowords import go_quote
+from gateway.apimachinery.gowords import go_quote
 from gateway.endpoints.status import Cause
 from gateway.registry.labels import label_value_errors, qualified_name_errors
 

@@ -11,7 +11,7 @@ import base64
 import json
 from dataclasses import dataclass
 
-from gateway.endpoints.gowords import json_kind, json_syntax_error, parse_int, raw_url_b64decode
+from gateway.apimachinery.gowords import json_kind, json_syntax_error, parse_int, raw_url_b64decode
 from gateway.storage.errors import InvalidContinueError
 
 _VERSION = "meta.k8s.io/v1"

@@ -34,6 +34,13 @@ def test_namespace_lifecycle(api, gateway):
                                     "field": "metadata.namespace"}])
     assert {k: v for k, v in status["details"].items() if k != "causes"} == {
         "name": "late", "kind": "configmaps"}
+    # the lifecycle check comes before naming and validation, as kube's admission does: a
+    # generated name is not made yet, and an invalid object is refused for its namespace
+    expect_status(api.post(CM.format(ns=ns), {"metadata": {"generateName": "gen-"}}),
+                  403, "Forbidden",
+                  message=f'configmaps "gen-" is forbidden: unable to create new content in '
+                          f"namespace {ns} because it is being terminated")
+    expect_status(api.post(CM.format(ns=ns), configmap("Not_Valid")), 403, "Forbidden")
     # the namespace controller has been through the namespace (it deleted the object, which
     # its finalizer holds), and the namespace waits for that finalizer
     eventually(lambda: api.get(held)[1]["metadata"].get("deletionTimestamp"),

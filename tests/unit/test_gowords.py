@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.endpoints.gowords import (
+from gateway.apimachinery.gowords import (
     json_syntax_error,
     parse_duration,
     parse_int,

@@ -6,13 +6,13 @@ import base64
 import binascii
 import json
 
+from gateway.apimachinery.gowords import json_kind, json_syntax_error
 from gateway.apis.core.configmaps import (
     binary_bytes,
     config_key_causes,
     immutable_causes,
     size_causes,
 )
-from gateway.endpoints.gowords import json_kind, json_syntax_error
 from gateway.endpoints.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy

@@ -9,12 +9,12 @@ the audit log.
 
 from __future__ import annotations
 
-import json
 from urllib.parse import unquote
 
 from aiohttp import web
 from multidict import CIMultiDict
 
+from gateway.apimachinery.gowords import go_quote
 from gateway.auth.audit.events import record
 from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
 from gateway.auth.context import REQUESTER, USER, request_user
@@ -93,15 +93,10 @@ def _go_references(groups: list[str], uid: str, extra: dict[str, list[str]]) -> 
 _SANITIZE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
-def _go_quote(text: str) -> str:
-    """A string quoted as Go's %q quotes it (for printable text, as JSON does)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
 def _internal_error(request: web.BaseRequest, message: str) -> web.Response:
     """kube's responsewriters.InternalError: a text/plain 500 naming the request URI, not a
     Status (kube answers impersonation without a user this way)."""
-    text = f"Internal Server Error: {_go_quote(request.raw_path)}: {message}"
+    text = f"Internal Server Error: {go_quote(request.raw_path)}: {message}"
     return web.Response(status=500, text=text.translate(_SANITIZE) + "\n",
                         content_type="text/plain", charset="utf-8",
                         headers={"X-Content-Type-Options": "nosniff"})

@@ -13,9 +13,9 @@ import asyncio
 
 from aiohttp import web
 
+from gateway.apimachinery.gowords import parse_duration
 from gateway.auth.context import request_user
 from gateway.endpoints import status
-from gateway.endpoints.gowords import parse_duration
 from gateway.server.genericapiserver import REQUEST_INFO, Handler
 
 
