@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.apis.core.services import protocol_causes
 from gateway.endpoints.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
@@ -10,7 +11,6 @@ from gateway.registry.validation import (
     invalid,
     ip_causes,
     name_causes,
-    not_supported,
     parse_ip,
     port_number_causes,
     required,
@@ -19,7 +19,6 @@ from gateway.registry.validation import (
 SHOWN_ENDPOINTS = 3
 
 
-PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 
 class EndpointsStrategy(Strategy):
@@ -86,11 +85,7 @@ def _port_causes(path: str, port: dict, name_required: bool) -> list[Cause]:
     elif name:
         causes += name_causes(name, label=True, path=f"{path}.name")
     causes += port_number_causes(f"{path}.port", port.get("port") or 0)
-    protocol = port.get("protocol") or ""
-    if not protocol:
-        causes.append(required(f"{path}.protocol"))
-    elif protocol not in PROTOCOLS:
-        causes.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+    causes += protocol_causes(f"{path}.protocol", port.get("protocol") or "")
     return causes
 
 

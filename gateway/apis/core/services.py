@@ -22,6 +22,15 @@ TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 
+def protocol_causes(path: str, protocol: str) -> list[Cause]:
+    """A port's protocol: required, and one of kube's three."""
+    if not protocol:
+        return [required_cause(path)]
+    if protocol not in PROTOCOLS:
+        return [not_supported(path, protocol, PROTOCOLS)]
+    return []
+
+
 class ServiceStrategy(Strategy):
     has_status = True
     allow_create_on_update = True
@@ -88,11 +97,7 @@ def _port_causes(ports: list[dict]) -> list[Cause]:
                 causes.append(duplicate(f"{path}.name", name))
             seen_names.add(name)
         causes += port_number_causes(f"{path}.port", port.get("port") or 0)
-        protocol = port.get("protocol") or ""
-        if not protocol:
-            causes.append(required_cause(f"{path}.protocol"))
-        elif protocol not in PROTOCOLS:
-            causes.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+        causes += protocol_causes(f"{path}.protocol", port.get("protocol") or "")
         target = port.get("targetPort", 0)
         causes += port_num_or_name_causes(f"{path}.targetPort", target)
     return causes
