@@ -11,9 +11,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
+
+from tests.support.wait import eventually
 
 
 def etcd_binary() -> str:
@@ -104,20 +105,22 @@ class EtcdServer:
         return self
 
     def _wait(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
         health = f"http://127.0.0.1:{self.metrics_port}/health"
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"etcd exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 with urllib.request.urlopen(health, timeout=1) as resp:
-                    if b'"health":"true"' in resp.read():
-                        return
+                    return b'"health":"true"' in resp.read()
             except OSError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"etcd did not become healthy in {timeout}s:\n{self.log()}")
+                return False
+
+        try:
+            eventually(healthy, timeout=timeout, interval=0.05, what="etcd's /health")
+        except AssertionError as err:
+            raise TimeoutError(f"{err}:\n{self.log()}") from None
 
     def log(self) -> str:
         """The tail of etcd's log, for failure messages."""

@@ -14,11 +14,12 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from tests.support.wait import eventually
 
 
 def free_port() -> int:
@@ -102,20 +103,21 @@ class GatewayProcess:
 
     def wait_for(self, path: str, timeout: float = 60) -> None:
         """Poll ``path`` until it answers 200; fail with the log if the process dies."""
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
+
+        def answers() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 code, body = self.request("GET", path)
-                if code == 200:
-                    return
-                last = f"{code} {body[:500]!r}"
             except (OSError, ssl.SSLError) as err:
-                last = str(err)
-            time.sleep(0.1)
-        raise TimeoutError(f"{path} not ready after {timeout}s ({last}):\n{self.log()}")
+                raise AssertionError(str(err)) from None  # not listening yet
+            assert code == 200, f"{code} {body[:500]!r}"
+            return True
+
+        try:
+            eventually(answers, timeout=timeout, interval=0.1, what=f"{path} answering 200")
+        except AssertionError as err:
+            raise TimeoutError(f"{err}\n{self.log()}") from None
 
     def log(self) -> str:
         try:
