@@ -65,8 +65,8 @@ def _serve(args: argparse.Namespace) -> int:
     except OptionsError as err:
         return _fail("gateway serve", str(err), 2)
 
+    from gateway.app.run import StartupError, serve
     from gateway.logs import configure_logging
-    from gateway.server.run import StartupError, serve
 
     configure_logging(options.log_format, options.verbosity)
     _use_uvloop()

@@ -9,44 +9,8 @@ always match); the object selector against the old or the new object's labels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from gateway.auth.user import UserInfo
-from gateway.registry.labels import LabelSelector, from_label_selector
-from gateway.registry.resource import ResourceDef
-
-Object = dict[str, Any]
-
-#: Webhook configurations are never sent to webhooks, so a bad one can always be removed.
-EXEMPT = frozenset({
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-})
-
-
-@dataclass
-class Attributes:
-    """One write as admission sees it."""
-
-    operation: str  # CREATE, UPDATE or DELETE
-    resource: ResourceDef
-    subresource: str
-    namespace: str
-    name: str
-    obj: Object | None
-    old: Object | None
-    user: UserInfo | None
-    dry_run: bool
-    options: Object = field(default_factory=dict)
-    #: Warning headers for the response; webhooks may add to them.
-    warnings: list[str] = field(default_factory=list)
-    #: The object's group/version/kind when it is not the resource's (TokenRequest).
-    kind: dict[str, str] | None = None
-
-    @property
-    def exempt(self) -> bool:
-        return (self.resource.group, self.resource.plural) in EXEMPT
+from gateway.apimachinery.labels import LabelSelector, from_label_selector
+from gateway.registry.admission import Attributes, Object
 
 
 def rules_match(webhook: Object, attrs: Attributes) -> bool:

@@ -4,7 +4,7 @@ Mutating webhooks are called one after another, configurations in name order, ea
 object as the ones before it left it, and may answer with a JSON patch. Validating webhooks are
 then called all at once and may only allow or deny. Each call is an AdmissionReview (v1, or
 v1beta1 for a webhook that only speaks that) posted over HTTPS to ``clientConfig.url`` or to the
-Service ``clientConfig.service`` (see gateway.aggregator.resolver), verified against
+Service ``clientConfig.service`` (through the ServiceResolver it is given), verified against
 ``clientConfig.caBundle``, within ``timeoutSeconds``. A webhook that cannot be called, or answers
 nonsense, fails the write with 500 under ``failurePolicy: Fail`` and is skipped under ``Ignore``;
 a denial becomes the Status the webhook gave (at least 400), as kube words it.
@@ -29,15 +29,15 @@ import structlog
 
 from gateway.admission.conditions import ConditionError, conditions_hold
 from gateway.admission.matching import (
-    Attributes,
     namespace_selector_matches,
     object_selector_matches,
     rules_match,
 )
-from gateway.aggregator.resolver import ResolveError, ServiceResolver
-from gateway.endpoints import status
+from gateway.apimachinery import status
+from gateway.registry.admission import Attributes
 from gateway.registry.store import RESTStore
 from gateway.storage.errors import KeyNotFoundError, StorageError
+from gateway.transport.resolver import ResolveError, ServiceResolver
 
 log = structlog.get_logger(__name__)
 

@@ -10,24 +10,15 @@ the TLS server name is ``<name>.<namespace>.svc``.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from gateway.registry.store import RESTStore
 from gateway.storage.errors import KeyNotFoundError, StorageError
+from gateway.transport.resolver import ResolveError, ServiceAddress
 
 
-class ResolveError(Exception):
-    """The Service or an address behind it is missing; the message says which."""
+class StoreServiceResolver:
+    """A ServiceResolver over the gateway's own Services and Endpoints."""
 
-
-@dataclass(frozen=True)
-class ServiceAddress:
-    host: str
-    port: int
-    server_name: str  # the name the backend's certificate must carry
-
-
-class ServiceResolver:
     def __init__(self, services: RESTStore, endpoints: RESTStore, *, routing: bool) -> None:
         self.services = services
         self.endpoints = endpoints

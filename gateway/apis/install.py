@@ -1,4 +1,5 @@
-"""Install the built-in groups into the kube core server."""
+"""The built-in groups: a store and REST endpoints for each built-in resource, for the kube
+core server to serve."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ from gateway.schema import coordination as _coordination  # noqa: F401
 from gateway.schema import core as _core  # noqa: F401
 from gateway.schema import discovery as _discovery  # noqa: F401
 from gateway.schema import rbac as _rbac  # noqa: F401
-from gateway.server.genericapiserver import GenericAPIServer
 from gateway.storage.factory import StorageFactory
 
 #: In discovery order: the core group first, then the named groups.
@@ -59,11 +59,14 @@ class KubeCore:
     def store(self, plural: str, group: str = "") -> RESTStore:
         return self.stores[f"{plural}.{group}" if group else plural]
 
+    def served(self) -> list[tuple[ResourceDef, ResourceEndpoints]]:
+        """Every built-in resource and its endpoints, in discovery order."""
+        return [(store.resource, self.endpoints[name]) for name, store in self.stores.items()]
 
-def install_kube_core(server: GenericAPIServer, factory: StorageFactory, *,
-                      min_request_timeout: int = 1800,
-                      stopping: asyncio.Event | None = None) -> KubeCore:
-    """Serve the built-in resources on ``server``."""
+
+def build_kube_core(factory: StorageFactory, *, min_request_timeout: int = 1800,
+                    stopping: asyncio.Event | None = None) -> KubeCore:
+    """A store and endpoints for every built-in resource (served in BUILTINS order)."""
     namespaces = RESTStore(NAMESPACES, factory.cacher(NAMESPACES.storage_prefix))
     core = KubeCore(namespaces)
     for resource in BUILTINS:
@@ -79,5 +82,4 @@ def install_kube_core(server: GenericAPIServer, factory: StorageFactory, *,
         core.stores[name] = store
         core.endpoints[name] = ResourceEndpoints(store, min_request_timeout=min_request_timeout,
                                                  stopping=stopping)
-        server.install_api(resource, core.endpoints[name])
     return core

@@ -10,9 +10,9 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway.auth.user import UserInfo
-from gateway.endpoints import status
-from gateway.server.requestinfo import RequestInfo
+from gateway.apimachinery import status
+from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.user import UserInfo
 
 
 class Decision(enum.Enum):

@@ -8,8 +8,8 @@ import json
 
 import structlog
 
+from gateway.apimachinery import status
 from gateway.auth.rbac.bootstrap import AUTH_CONFIGMAP
-from gateway.endpoints import status
 from gateway.options import ServeOptions
 from gateway.registry.store import RESTStore, WriteOptions
 

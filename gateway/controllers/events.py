@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import structlog
 
+from gateway.apimachinery import status
+from gateway.apimachinery.listoptions import ListOptions
 from gateway.apis.core.events import last_seen
-from gateway.endpoints import status
-from gateway.endpoints.listoptions import ListOptions
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.registry.tables import parse_time
 from gateway.storage.errors import StorageError

@@ -12,9 +12,9 @@ import asyncio
 
 import structlog
 
+from gateway.apimachinery import status
+from gateway.apimachinery.listoptions import ListOptions
 from gateway.apis.core.namespaces import FINALIZER
-from gateway.endpoints import status
-from gateway.endpoints.listoptions import ListOptions
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
 from gateway.storage.interface import EventType

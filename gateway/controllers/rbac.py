@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import structlog
 
+from gateway.apimachinery import status
+from gateway.apimachinery.labels import from_label_selector
 from gateway.auth.rbac import bootstrap
-from gateway.endpoints import status
-from gateway.registry.labels import from_label_selector
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
 from gateway.storage.interface import EventType, Object

@@ -14,12 +14,15 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from gateway.apimachinery import status
+from gateway.apimachinery.context import request_user
+from gateway.apimachinery.fields import has_own_field_label_conversion
 from gateway.apimachinery.gowords import go_quote, parse_int
+from gateway.apimachinery.listoptions import ListOptions
+from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.auth.audit.events import note_request_object, note_response_object
-from gateway.auth.context import request_user
-from gateway.endpoints import fieldmanager, status
 from gateway.endpoints import patch as patches
-from gateway.endpoints.listoptions import ListOptions, parse_list_options
+from gateway.endpoints.listoptions import parse_list_options
 from gateway.endpoints.negotiation import TRANSFORMS, MediaType, negotiate, respond
 from gateway.endpoints.request import body_media_type, decode_object, dry_run_cause, read_body
 from gateway.endpoints.tableconvert import (
@@ -29,9 +32,8 @@ from gateway.endpoints.tableconvert import (
     table,
 )
 from gateway.endpoints.watch import WatchEncoder, error_event, stream, watch_timeout
-from gateway.registry.fields import has_own_field_label_conversion
+from gateway.registry import fieldmanager
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
-from gateway.server.requestinfo import RequestInfo
 from gateway.storage.errors import TooOldResourceVersionError
 from gateway.storage.interface import ListResult, Preconditions
 

@@ -7,36 +7,14 @@ revision is the storage layer's to refuse (resource_version_error), as in kube.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from aiohttp import web
 
-from gateway.apimachinery.gowords import go_quote, parse_uint
-from gateway.endpoints import status
+from gateway.apimachinery import status
+from gateway.apimachinery.fields import check_field_labels, parse_field_selector
+from gateway.apimachinery.gowords import go_quote
+from gateway.apimachinery.labels import SelectorError, parse_label_selector
+from gateway.apimachinery.listoptions import EXACT, NOT_OLDER_THAN, ListOptions
 from gateway.endpoints.request import int64_param
-from gateway.registry.fields import FieldSelector, check_field_labels, parse_field_selector
-from gateway.registry.labels import LabelSelector, SelectorError, parse_label_selector
-
-EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
-
-
-@dataclass
-class ListOptions:
-    label_selector: LabelSelector = field(default_factory=lambda: LabelSelector(()))
-    field_selector: FieldSelector = field(default_factory=lambda: FieldSelector(()))
-    resource_version: str = ""
-    resource_version_match: str = ""
-    limit: int = 0
-    continue_token: str = ""
-    watch: bool = False
-    allow_watch_bookmarks: bool = False
-    send_initial_events: bool | None = None
-    timeout_seconds: int | None = None
-
-    @property
-    def revision(self) -> int:
-        """resourceVersion as a revision; "" and "0" are 0."""
-        return int(self.resource_version) if self.resource_version not in ("", "0") else 0
 
 
 def _bool(request: web.BaseRequest, name: str) -> bool | None:
@@ -94,15 +72,6 @@ def parse_list_options(request: web.BaseRequest, selectable: frozenset[str],
     except SelectorError as err:
         raise status.bad_request(str(err)) from None
     return options
-
-
-def resource_version_error(rv: str) -> str:
-    """What kube's storage says of a resourceVersion that is no revision (its
-    APIObjectVersioner, as a field error), or "" for a good one ("" and "0" included)."""
-    if rv in ("", "0"):
-        return ""
-    _, error = parse_uint(rv)
-    return f"resourceVersion: Invalid value: {go_quote(rv)}: {error}" if error else ""
 
 
 def _list_causes(options: ListOptions) -> list[status.Cause]:

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.storage.codec import dumps
 
 JSON = "application/json"

@@ -16,7 +16,7 @@ from typing import Any
 import jsonpatch
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.schema.walk import items_schema, property_schema, resolve
 
 JSON_PATCH = "application/json-patch+json"

@@ -16,7 +16,7 @@ import struct
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.endpoints.protobuf_types import AM, INLINE, MAP, MESSAGES, META, OPTIONAL, REPEATED
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"

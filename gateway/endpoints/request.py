@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_quote, json_kind, json_syntax_error, parse_int
-from gateway.endpoints import status
 from gateway.endpoints.protobuf import PROTOBUF, decode_body
 from gateway.storage.codec import loads
 
@@ -115,12 +115,6 @@ def _yaml_error(err: yaml.YAMLError) -> str:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     problem = getattr(err, "problem", None) or "unknown problem parsing YAML content"
     return f"yaml: line {mark.line + 1}: {problem}" if mark is not None else f"yaml: {problem}"
-
-
-def drop_nulls(fields: dict[str, Any]) -> None:
-    """A field sent as null is a field not sent, as when kube decodes it into its Go type."""
-    for key in [k for k, v in fields.items() if v is None]:
-        del fields[key]
 
 
 def dry_run_cause(values: list[str]) -> status.Cause | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.registry.tables import Column
 
 Object = dict[str, Any]

@@ -11,12 +11,13 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
+from gateway.apimachinery.objects import drop_nulls
+from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.endpoints.negotiation import negotiate, respond
-from gateway.endpoints.request import body_media_type, decode_object, drop_nulls, read_body
+from gateway.endpoints.request import body_media_type, decode_object, read_body
 from gateway.registry.resource import ResourceDef
 from gateway.schema.walk import check
-from gateway.server.requestinfo import RequestInfo
 
 Compute = Callable[[web.BaseRequest, RequestInfo, dict[str, Any]], Awaitable[dict[str, Any]]]
 

@@ -15,9 +15,10 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.apimachinery import status
 from gateway.auth.audit.events import record
-from gateway.endpoints import status
 from gateway.endpoints.negotiation import MediaType
+from gateway.storage.apierrors import from_storage_error
 from gateway.storage.codec import dumps
 from gateway.storage.interface import EventType, WatchEvent
 
@@ -74,7 +75,7 @@ def _error_status(error: Exception | None) -> Object:
             f"too old resource version: {error.requested} ({error.current})"
         ).to_status()
     if isinstance(error, StorageError):
-        return status.from_storage_error(error).to_status()
+        return from_storage_error(error).to_status()
     return status.internal_error(str(error)).to_status()
 
 

@@ -15,17 +15,19 @@ import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gateway.admission.matching import Attributes
-from gateway.auth.user import UserInfo
-from gateway.clock import now_rfc3339
-from gateway.endpoints import fieldmanager, status
-from gateway.endpoints.listoptions import EXACT, ListOptions, resource_version_error
-from gateway.endpoints.request import drop_nulls
+from gateway.apimachinery import status
+from gateway.apimachinery.clock import now_rfc3339
+from gateway.apimachinery.listoptions import EXACT, ListOptions, resource_version_error
+from gateway.apimachinery.objects import drop_nulls
+from gateway.apimachinery.user import UserInfo
+from gateway.registry import fieldmanager
+from gateway.registry.admission import Attributes, WebhookAdmitter
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import object_meta_causes, required
 from gateway.schema.walk import check
+from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import (
     KeyExistsError,
     KeyNotFoundError,
@@ -34,9 +36,6 @@ from gateway.storage.errors import (
 )
 from gateway.storage.interface import ListResult, Object, Preconditions
 from gateway.storage.watchcache import Cacher, CacheWatcher
-
-if TYPE_CHECKING:
-    from gateway.admission.webhooks import WebhookAdmission
 
 #: Checks a write: (new object, current object or None, options).
 Admission = Callable[["Object", "Object | None", "WriteOptions"], Awaitable[None]]
@@ -94,7 +93,7 @@ class RESTStore:
         #: Checks of every write on the object as it is to be stored.
         self.admission: list[Admission] = []
         #: The admission webhooks, called after the checks in ``admission``.
-        self.webhooks: WebhookAdmission | None = None
+        self.webhooks: WebhookAdmitter | None = None
 
     async def _admit(self, new: Object, old: Object | None, options: WriteOptions) -> None:
         for admit in self.admission:
@@ -171,7 +170,7 @@ class RESTStore:
     # -- errors and checks ----------------------------------------------------------------
 
     def _status(self, err: StorageError, name: str = "") -> status.StatusError:
-        return status.from_storage_error(err, self.resource.plural, name, self.resource.group)
+        return from_storage_error(err, self.resource.plural, name, self.resource.group)
 
     def _invalid(self, name: str, causes: list[status.Cause]) -> status.StatusError:
         return status.invalid(self.resource.kind, name, causes, self.resource.group)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gateway.endpoints.status import Cause
+from gateway.apimachinery.status import Cause
 from gateway.registry.validation import name_causes
 
 Object = dict[str, Any]

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from gateway.apimachinery.gowords import go_quote
-from gateway.endpoints.status import Cause
-from gateway.registry.labels import label_value_errors, qualified_name_errors
+from gateway.apimachinery.labels import label_value_errors, qualified_name_errors
+from gateway.apimachinery.status import Cause
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.endpoints.negotiation import JSON
 from gateway.registry.resource import ResourceDef
 from gateway.storage.codec import dumps

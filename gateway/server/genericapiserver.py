@@ -13,21 +13,14 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
+from gateway.apimachinery.context import REQUEST_INFO
+from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.registry.resource import ResourceDef
 from gateway.server.discovery import GroupVersions
-from gateway.server.requestinfo import RequestInfo
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 ResourceHandler = Callable[[web.BaseRequest, RequestInfo], Awaitable[web.StreamResponse]]
-
-#: Where the request-info filter leaves its result on the request.
-REQUEST_INFO = "gateway.request_info"
-
-
-def request_info(request: web.BaseRequest) -> RequestInfo:
-    return request[REQUEST_INFO]
-
 
 async def not_found_handler(request: web.BaseRequest) -> web.StreamResponse:
     """The end of the chain: nobody serves this path."""

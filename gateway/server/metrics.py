@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from gateway.server.requestinfo import RequestInfo
+from gateway.apimachinery.requestinfo import RequestInfo
 
 REQUEST_LABELS = ("verb", "dry_run", "group", "version", "resource", "subresource", "scope",
                   "component")

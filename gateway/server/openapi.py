@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.registry.resource import ResourceDef
 from gateway.schema.dsl import DEFINITIONS, META
 from gateway.storage.codec import dumps

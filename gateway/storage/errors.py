@@ -1,7 +1,7 @@
 """Errors of the storage layer.
 
 Storage backends raise only these, so that the API layer maps every failure to a
-metav1.Status in one place (gateway.endpoints.status), whatever the backend.
+metav1.Status in one place (gateway.apimachinery.status), whatever the backend.
 """
 
 from __future__ import annotations

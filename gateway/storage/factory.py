@@ -7,31 +7,11 @@ import time
 
 import structlog
 
-from gateway.options import ServeOptions
 from gateway.storage.errors import StorageError
 from gateway.storage.interface import Storage
 from gateway.storage.watchcache import Cacher
 
 log = structlog.get_logger(__name__)
-
-
-def new_storage(options: ServeOptions) -> Storage:
-    """SQLite under --data-dir, or etcd when --etcd-servers is given."""
-    if options.uses_etcd:
-        from gateway.storage.etcd3 import EtcdConfig, EtcdStorage
-
-        return EtcdStorage(EtcdConfig(
-            servers=tuple(options.etcd_servers),
-            prefix=options.etcd_prefix,
-            ca_file=str(options.etcd_cafile) if options.etcd_cafile else None,
-            cert_file=str(options.etcd_certfile) if options.etcd_certfile else None,
-            key_file=str(options.etcd_keyfile) if options.etcd_keyfile else None,
-            compaction_interval=options.etcd_compaction_interval,
-        ))
-    from gateway.storage.sqlite import SQLiteStorage
-
-    options.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return SQLiteStorage(options.state_db)
 
 
 async def wait_until_reachable(storage: Storage, *, describe: str,

@@ -25,13 +25,13 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
-from gateway.auth.context import USER
-from gateway.auth.user import UserInfo
+from gateway.apimachinery.context import USER
+from gateway.apimachinery.user import UserInfo
+from gateway.app.gateway import Gateway
+from gateway.app.run import complete_with_dev_pki
 from gateway.cli import build_parser
 from gateway.options import ServeOptions
-from gateway.server.apiserver import Gateway
 from gateway.server.handler_chain import build_handler_chain
-from gateway.server.run import complete_with_dev_pki
 from gateway.server.tls import server_ssl_context
 
 TOKENS = 'alice-token,alice,uid-alice,"devs,qa"\n'

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 import gateway.apis.install  # noqa: F401 - defines every schema
-from gateway.endpoints import fieldmanager as fm
-from gateway.endpoints.status import Cause, StatusError
+from gateway.apimachinery.status import Cause, StatusError
+from gateway.registry import fieldmanager as fm
 from tests.support import api
 
 CONFIGMAP = {"$ref": "io.k8s.api.core.v1.ConfigMap"}

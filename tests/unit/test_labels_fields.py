@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.registry.fields import FieldSelector, object_meta_fields, parse_field_selector
-from gateway.registry.labels import (
+from gateway.apimachinery.fields import FieldSelector, object_meta_fields, parse_field_selector
+from gateway.apimachinery.labels import (
     EXISTS,
     GT,
     IN,

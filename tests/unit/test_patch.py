@@ -8,8 +8,8 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 import gateway.apis.install  # noqa: F401 - defines every schema
+from gateway.apimachinery.status import StatusError
 from gateway.endpoints import patch as patches
-from gateway.endpoints.status import StatusError
 
 SERVICE = {"$ref": "io.k8s.api.core.v1.Service"}
 ENDPOINTS = {"$ref": "io.k8s.api.core.v1.Endpoints"}

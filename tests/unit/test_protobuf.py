@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
+from gateway.apimachinery.status import StatusError
 from gateway.endpoints import protobuf
-from gateway.endpoints.status import StatusError
 
 # -- a tiny protobuf encoder ----------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.server.requestinfo import parse_request_info
+from gateway.apimachinery.requestinfo import parse_request_info
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.admission.webhooks import denied
-from gateway.endpoints import status
+from gateway.apimachinery import status
 
 
 def test_a_webhook_denial_carries_no_details_it_did_not_send() -> None:

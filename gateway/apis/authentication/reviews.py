@@ -6,13 +6,13 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.apimachinery import status
+from gateway.apimachinery.context import request_user
+from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.auth.authn import AuthenticationError
 from gateway.auth.authn.tokens import TokenAuthenticator, authenticate_token
-from gateway.auth.context import request_user
-from gateway.endpoints import status
 from gateway.endpoints.virtual import CreateOnlyEndpoints
 from gateway.registry.resource import ResourceDef
-from gateway.server.requestinfo import RequestInfo
 
 GROUP = "authentication.k8s.io"
 

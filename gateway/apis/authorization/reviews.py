@@ -6,14 +6,14 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.apimachinery import status
+from gateway.apimachinery.context import request_user
+from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.authorizer import Attributes, Authorizer, Decision
-from gateway.auth.context import request_user
 from gateway.auth.rbac.authorizer import RBAC
-from gateway.auth.user import UserInfo
-from gateway.endpoints import status
 from gateway.endpoints.virtual import CreateOnlyEndpoints
 from gateway.registry.resource import ResourceDef
-from gateway.server.requestinfo import RequestInfo
 
 GROUP = "authorization.k8s.io"
 META_GROUP = "meta.k8s.io"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.endpoints.status import Cause
+from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column

@@ -6,7 +6,7 @@ import base64
 import binascii
 import re
 
-from gateway.endpoints.status import Cause
+from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.apimachinery.status import Cause
 from gateway.apis.core.services import protocol_causes
-from gateway.endpoints.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column

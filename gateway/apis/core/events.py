@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.endpoints.status import Cause
-from gateway.registry.labels import qualified_name_errors
+from gateway.apimachinery.labels import qualified_name_errors
+from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import Column, since

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
+from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_quote
-from gateway.endpoints import status
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.registry.strategy import Object, Strategy

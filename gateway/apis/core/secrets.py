@@ -7,13 +7,13 @@ import binascii
 import json
 
 from gateway.apimachinery.gowords import json_kind, json_syntax_error
+from gateway.apimachinery.status import Cause
 from gateway.apis.core.configmaps import (
     binary_bytes,
     config_key_causes,
     immutable_causes,
     size_causes,
 )
-from gateway.endpoints.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column

@@ -7,17 +7,17 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
+from gateway.apimachinery import status
+from gateway.apimachinery.clock import now_rfc3339
+from gateway.apimachinery.context import request_user
+from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.auth.authn.serviceaccount import BoundObject, ServiceAccountTokens, UidLookup
-from gateway.auth.context import request_user
-from gateway.clock import now_rfc3339
-from gateway.endpoints import status
 from gateway.endpoints.negotiation import negotiate, respond
 from gateway.endpoints.virtual import read_typed_body
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.registry.strategy import Strategy
 from gateway.registry.tables import AGE, NAME, Column
-from gateway.server.requestinfo import RequestInfo
 
 DEFAULT_EXPIRATION = 3600
 MIN_EXPIRATION = 600

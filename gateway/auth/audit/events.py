@@ -14,10 +14,10 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.policy import Level
-from gateway.auth.user import UserInfo
-from gateway.server.requestinfo import RequestInfo
 
 AUDIT = "gateway.audit"
 #: Never logged beyond metadata: their bodies hold credentials.

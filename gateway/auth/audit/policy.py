@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from gateway.auth.user import UserInfo
-from gateway.server.requestinfo import RequestInfo
+from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.user import UserInfo
 
 STAGES = ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway.auth.user import ANONYMOUS_USER, UserInfo
+from gateway.apimachinery.user import ANONYMOUS_USER, UserInfo
 
 
 class AuthenticationError(Exception):

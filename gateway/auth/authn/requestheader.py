@@ -13,9 +13,9 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.authn import Authenticated, AuthenticationError
 from gateway.auth.authn.x509 import CertificateVerifier, common_name, peer_certificate
-from gateway.auth.user import UserInfo
 
 
 @dataclass(frozen=True)

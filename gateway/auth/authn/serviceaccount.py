@@ -22,8 +22,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from gateway.apimachinery.user import service_account_user
 from gateway.auth.authn import Authenticated, AuthenticationError
-from gateway.auth.user import service_account_user
 
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"

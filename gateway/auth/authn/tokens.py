@@ -11,8 +11,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.authn import Authenticated, AuthenticationError
-from gateway.auth.user import UserInfo
 
 #: Checks one token; None when the token is not of its kind.
 TokenAuthenticator = Callable[[str, tuple[str, ...]], Awaitable[Authenticated | None]]

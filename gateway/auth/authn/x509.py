@@ -18,8 +18,8 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.authn import Authenticated, AuthenticationError
-from gateway.auth.user import UserInfo
 from gateway.pki import load_pem_certificates
 
 _CACHE_SIZE = 1024

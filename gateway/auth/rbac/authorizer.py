@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.authorizer import Attributes, Decision
 from gateway.auth.rbac.rules import Rule, allows
-from gateway.auth.user import UserInfo
 from gateway.storage.watchcache import Cacher
 
 GROUP = "rbac.authorization.k8s.io"

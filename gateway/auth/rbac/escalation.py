@@ -8,11 +8,11 @@ system:masters is exempt. This is kube's rbac policybased storage, as admission 
 
 from __future__ import annotations
 
+from gateway.apimachinery import status
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.authorizer import Attributes, Authorizer, Decision
 from gateway.auth.rbac.authorizer import RBAC
 from gateway.auth.rbac.rules import Atom, uncovered
-from gateway.auth.user import UserInfo
-from gateway.endpoints import status
 from gateway.registry.store import WriteOptions
 from gateway.storage.interface import Object
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.apimachinery import status
+from gateway.apimachinery.context import REQUEST_INFO, request_user
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.events import AUDIT, AuditRecord
 from gateway.auth.audit.policy import Level, Policy
-from gateway.auth.context import request_user
-from gateway.auth.user import UserInfo
-from gateway.endpoints import status
 from gateway.server.filters.requestid import REQUEST_ID
-from gateway.server.genericapiserver import REQUEST_INFO, Handler
+from gateway.server.genericapiserver import Handler
+from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
 
 
@@ -46,7 +47,7 @@ def with_audit(handler: Handler, policy: Policy, log: AuditLog) -> Handler:
             audit.emit("ResponseComplete", responseStatus=_status_of(err.code, err))
             raise
         except StorageError as err:
-            failure = status.from_storage_error(err)
+            failure = from_storage_error(err)
             audit.emit("ResponseComplete", responseStatus=_status_of(failure.code, failure))
             raise
         except Exception:

@@ -13,10 +13,10 @@ import structlog
 from aiohttp import web
 from multidict import CIMultiDict
 
+from gateway.apimachinery import status
+from gateway.apimachinery.context import USER
 from gateway.auth.authn import Authenticator, authenticate
 from gateway.auth.authn.requestheader import RequestHeaderConfig
-from gateway.auth.context import USER
-from gateway.endpoints import status
 from gateway.server.genericapiserver import Handler
 
 log = structlog.get_logger(__name__)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.apimachinery.context import REQUEST_INFO, request_user
 from gateway.auth.audit.events import record
 from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
-from gateway.auth.context import request_user
-from gateway.server.genericapiserver import REQUEST_INFO, Handler
+from gateway.server.genericapiserver import Handler
 
 
 def with_authorization(handler: Handler, authorize: Authorizer) -> Handler:

@@ -12,7 +12,8 @@ import asyncio
 
 from aiohttp import web
 
-from gateway.server.genericapiserver import REQUEST_INFO, Handler
+from gateway.apimachinery.context import REQUEST_INFO
+from gateway.server.genericapiserver import Handler
 
 
 class InFlightRequests:

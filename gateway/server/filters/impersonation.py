@@ -14,11 +14,9 @@ from urllib.parse import unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
+from gateway.apimachinery.context import REQUESTER, USER, request_user
 from gateway.apimachinery.gowords import go_quote
-from gateway.auth.audit.events import record
-from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
-from gateway.auth.context import REQUESTER, USER, request_user
-from gateway.auth.user import (
+from gateway.apimachinery.user import (
     ANONYMOUS,
     AUTHENTICATED,
     UNAUTHENTICATED,
@@ -26,6 +24,8 @@ from gateway.auth.user import (
     parse_service_account,
     service_account_user,
 )
+from gateway.auth.audit.events import record
+from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
 from gateway.server.genericapiserver import Handler
 
 USER_HEADER, GROUP_HEADER, UID_HEADER = "Impersonate-User", "Impersonate-Group", "Impersonate-Uid"

@@ -13,10 +13,10 @@ import asyncio
 
 from aiohttp import web
 
+from gateway.apimachinery import status
+from gateway.apimachinery.context import REQUEST_INFO, request_user
 from gateway.apimachinery.gowords import parse_duration
-from gateway.auth.context import request_user
-from gateway.endpoints import status
-from gateway.server.genericapiserver import REQUEST_INFO, Handler
+from gateway.server.genericapiserver import Handler
 
 
 def too_many_requests() -> status.StatusError:

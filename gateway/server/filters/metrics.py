@@ -6,7 +6,8 @@ import time
 
 from aiohttp import web
 
-from gateway.server.genericapiserver import REQUEST_INFO, Handler
+from gateway.apimachinery.context import REQUEST_INFO
+from gateway.server.genericapiserver import Handler
 from gateway.server.metrics import Metrics
 
 

@@ -14,8 +14,9 @@ import time
 import structlog
 from aiohttp import web
 
-from gateway.endpoints import status
+from gateway.apimachinery import status
 from gateway.server.genericapiserver import Handler
+from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
 
 log = structlog.get_logger("gateway.http")
@@ -29,7 +30,7 @@ def with_panic_recovery(handler: Handler) -> Handler:
         except status.StatusError as err:
             response = err.response()
         except StorageError as err:
-            response = status.from_storage_error(err).response()
+            response = from_storage_error(err).response()
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.server.genericapiserver import REQUEST_INFO, Handler
-from gateway.server.requestinfo import parse_request_info
+from gateway.apimachinery.context import REQUEST_INFO
+from gateway.apimachinery.requestinfo import parse_request_info
+from gateway.server.genericapiserver import Handler
 
 
 def with_request_info(handler: Handler) -> Handler:

@@ -1,7 +1,8 @@
 """metav1.Status errors: every failure a client sees is one of these, with kube's reasons.
 
-Handlers raise StatusError (or a storage error, translated by ``from_storage_error``); the
-outermost filters turn it into a JSON response. The messages follow kube-apiserver's wording,
+Handlers raise StatusError (a storage error is translated by
+``gateway.storage.apierrors.from_storage_error``); the outermost filters turn it into a JSON
+response. The messages follow kube-apiserver's wording,
 because clients and people match on them.
 """
 
@@ -11,9 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-
-from gateway.storage import errors as storage_errors
-from gateway.storage.codec import dumps
+from orjson import dumps
 
 JSON = "application/json"
 META_GROUP = "meta.k8s.io"
@@ -248,25 +247,3 @@ def route_unsupported_media_type(message: str = "415: Unsupported Media Type") -
 def route_not_acceptable(message: str) -> StatusError:
     """kube's router answering 406 for a request it could not route by its Accept."""
     return StatusError(406, "NotAcceptable", message, always_details=True)
-
-
-def from_storage_error(err: storage_errors.StorageError, resource: str = "", name: str = "",
-                       group: str = "") -> StatusError:
-    """The Status a storage failure means to a client (kube's storage.InterpretXError)."""
-    if isinstance(err, storage_errors.KeyNotFoundError):
-        return not_found(resource, name, group)
-    if isinstance(err, storage_errors.KeyExistsError):
-        return already_exists(resource, name, group)
-    if isinstance(err, storage_errors.ConflictError):
-        return conflict(resource, name, str(err), group)
-    if isinstance(err, storage_errors.TooOldResourceVersionError):
-        return gone(f"too old resource version: {err.requested} ({err.current})")
-    if isinstance(err, storage_errors.InvalidContinueError):
-        return bad_request(f"invalid continue token: {err.explained}")
-    if isinstance(err, storage_errors.FutureRevisionError):
-        return too_large_resource_version(err.requested, err.current)
-    if isinstance(err, storage_errors.StorageUnavailableError):
-        return service_unavailable(str(err))
-    if isinstance(err, storage_errors.BackendRefusedError):
-        return unknown_error(str(err))
-    return internal_error(str(err))

@@ -18,8 +18,8 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from gateway.clock import now_rfc3339
-from gateway.endpoints import status
+from gateway.apimachinery import status
+from gateway.apimachinery.clock import now_rfc3339
 from gateway.schema.walk import (
     is_atomic,
     is_map,

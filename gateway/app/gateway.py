@@ -16,12 +16,13 @@ import structlog
 from aiohttp import web
 
 from gateway.admission.webhooks import WebhookAdmission
-from gateway.aggregator.resolver import ServiceResolver
+from gateway.aggregator.resolver import StoreServiceResolver
+from gateway.apimachinery import status
 from gateway.apis.authentication import reviews as authn_reviews
 from gateway.apis.authorization import reviews as authz_reviews
 from gateway.apis.core.namespaces import SYSTEM_NAMESPACES
 from gateway.apis.core.serviceaccounts import token_request_handler
-from gateway.apis.install import install_kube_core
+from gateway.apis.install import build_kube_core
 from gateway.auth.rbac.authorizer import RBAC, RBACCaches
 from gateway.auth.rbac.escalation import EscalationCheck
 from gateway.auth.security import Security, build_security
@@ -29,7 +30,6 @@ from gateway.controllers.authconfig import publish_auth_configmap
 from gateway.controllers.events import EventReaper
 from gateway.controllers.namespaces import NamespaceController
 from gateway.controllers.rbac import AggregationController, PolicyController
-from gateway.endpoints import status
 from gateway.endpoints.handlers import json_response
 from gateway.options import ServeOptions
 from gateway.registry.resource import ResourceDef
@@ -42,7 +42,8 @@ from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_c
 from gateway.server.metrics import Metrics, StorageTimer
 from gateway.server.openapi import OpenAPI
 from gateway.storage.errors import StorageError
-from gateway.storage.factory import StorageFactory, new_storage, wait_until_reachable
+from gateway.storage.factory import StorageFactory, wait_until_reachable
+from gateway.storage.interface import Storage
 from gateway.version import version_info
 
 log = structlog.get_logger(__name__)
@@ -61,6 +62,26 @@ POST_START_HOOKS = (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK, AGGREGATION_
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
+def new_storage(options: ServeOptions) -> Storage:
+    """SQLite under --data-dir, or etcd when --etcd-servers is given."""
+    if options.uses_etcd:
+        from gateway.storage.etcd3 import EtcdConfig, EtcdStorage
+
+        return EtcdStorage(EtcdConfig(
+            servers=tuple(options.etcd_servers),
+            prefix=options.etcd_prefix,
+            ca_file=str(options.etcd_cafile) if options.etcd_cafile else None,
+            cert_file=str(options.etcd_certfile) if options.etcd_certfile else None,
+            key_file=str(options.etcd_keyfile) if options.etcd_keyfile else None,
+            compaction_interval=options.etcd_compaction_interval,
+        ))
+    from gateway.storage.sqlite import SQLiteStorage
+
+    options.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return SQLiteStorage(options.state_db)
+
+
+
 class Gateway:
     """Everything ``gateway serve`` runs, without the listening socket."""
 
@@ -76,9 +97,10 @@ class Gateway:
         self.apiextensions = GenericAPIServer("apiextensions-apiserver")
         self.kube = GenericAPIServer("kube-apiserver", self.apiextensions.handle)
         self.aggregator = GenericAPIServer("kube-aggregator", self.kube.handle)
-        self.core = install_kube_core(self.kube, self.factory,
-                                      min_request_timeout=options.min_request_timeout,
-                                      stopping=self.stopping)
+        self.core = build_kube_core(self.factory, min_request_timeout=options.min_request_timeout,
+                                    stopping=self.stopping)
+        for resource, endpoints in self.core.served():
+            self.kube.install_api(resource, endpoints)
         self.security = self._install_security()
         self.webhooks = self._install_webhooks()
         self.discovery = Discovery(self.api_groups)
@@ -158,7 +180,7 @@ class Gateway:
     def _install_webhooks(self) -> WebhookAdmission:
         """Admission webhooks on every built-in resource's writes."""
         core, group = self.core, "admissionregistration.k8s.io"
-        resolver = ServiceResolver(core.store("services"), core.store("endpoints"),
+        resolver = StoreServiceResolver(core.store("services"), core.store("endpoints"),
                                    routing=self.options.enable_aggregator_routing)
         configs = (core.store("mutatingwebhookconfigurations", group),
                    core.store("validatingwebhookconfigurations", group))

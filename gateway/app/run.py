@@ -17,11 +17,11 @@ import structlog
 from aiohttp import web
 
 from gateway import pki
+from gateway.app.gateway import Gateway
 from gateway.auth.audit.policy import PolicyError
 from gateway.auth.authn.serviceaccount import KeyFileError
 from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
-from gateway.server.apiserver import Gateway
 from gateway.server.tls import server_ssl_context
 from gateway.storage.errors import StorageError
 

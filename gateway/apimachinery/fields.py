@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.apimachinery.gowords import go_quote
-from gateway.registry.labels import SelectorError
+from gateway.apimachinery.labels import SelectorError
 
 #: Field label -> value of one object, for matching.
 FieldSet = Mapping[str, str]

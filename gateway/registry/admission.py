@@ -1,0 +1,61 @@
+"""Admission as the store sees it: the attributes of a write, and the callbacks it is given.
+
+The store never imports an admission plugin. It builds ``Attributes`` for each write and hands
+them to whatever ``WebhookAdmitter`` was set on it where the chain is assembled (the webhook
+plugin in gateway.admission), as kube's registry sees only admission.Interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.apimachinery.user import UserInfo
+from gateway.registry.resource import ResourceDef
+
+Object = dict[str, Any]
+
+#: Webhook configurations are never sent to webhooks, so a bad one can always be removed.
+EXEMPT = frozenset({
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+})
+
+
+@dataclass
+class Attributes:
+    """One write as admission sees it."""
+
+    operation: str  # CREATE, UPDATE or DELETE
+    resource: ResourceDef
+    subresource: str
+    namespace: str
+    name: str
+    obj: Object | None
+    old: Object | None
+    user: UserInfo | None
+    dry_run: bool
+    options: Object = field(default_factory=dict)
+    #: Warning headers for the response; webhooks may add to them.
+    warnings: list[str] = field(default_factory=list)
+    #: The object's group/version/kind when it is not the resource's (TokenRequest).
+    kind: dict[str, str] | None = None
+
+    @property
+    def exempt(self) -> bool:
+        return (self.resource.group, self.resource.plural) in EXEMPT
+
+
+class WebhookAdmitter(Protocol):
+    """Mutating, then validating admission of one write."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether any webhook configuration exists (no call is made when none does)."""
+        ...
+
+    async def admit(self, attrs: Attributes,
+                    recheck: Callable[[Object], Object] | None = None) -> Object | None:
+        """The object as it is to be written; ``recheck`` validates a mutated one again."""
+        ...
