@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import ssl
 import uuid
@@ -37,6 +38,7 @@ from gateway.apimachinery import status
 from gateway.registry.admission import Attributes
 from gateway.registry.store import RESTStore
 from gateway.storage.errors import KeyNotFoundError, StorageError
+from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ResolveError, ServiceResolver
 
 log = structlog.get_logger(__name__)
@@ -53,13 +55,15 @@ class WebhookAdmission:
     """The mutating and validating webhook phases of admission, for every REST store."""
 
     def __init__(self, mutating: RESTStore, validating: RESTStore, namespaces: RESTStore,
-                 resolver: ServiceResolver) -> None:
+                 resolver: ServiceResolver, clients: ClientManager | None = None) -> None:
         self.mutating = mutating
         self.validating = validating
         self.namespaces = namespaces
         self.resolver = resolver
-        self._session: aiohttp.ClientSession | None = None
-        self._contexts: dict[str, ssl.SSLContext] = {}
+        #: The shared outgoing client (TLS contexts and pooled connections); one of its own
+        #: when none is given, closed with this.
+        self._owns_clients = clients is None
+        self.clients = clients if clients is not None else ClientManager()
 
     @property
     def configured(self) -> bool:
@@ -67,8 +71,8 @@ class WebhookAdmission:
         return bool(self.mutating.cacher.objects() or self.validating.cacher.objects())
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._owns_clients:
+            await self.clients.close()
 
     # -- the two phases ---------------------------------------------------------------------
 
@@ -187,7 +191,7 @@ class WebhookAdmission:
         try:
             context = self._context(config.get("caBundle") or "")
             async with asyncio.timeout(timeout):
-                async with self._client().post(
+                async with self.clients.session().post(
                     url, data=json.dumps(body).encode(), ssl=context,
                     server_hostname=server_name,
                     headers={"Content-Type": "application/json", "Accept": "application/json"},
@@ -220,19 +224,15 @@ class WebhookAdmission:
         host = f"[{address.host}]" if ":" in address.host else address.host
         return f"https://{host}:{address.port}{service.get('path') or ''}", address.server_name
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
-        return self._session
-
     def _context(self, ca_bundle: str) -> ssl.SSLContext:
-        """TLS trusting ``caBundle`` (base64 PEM), or the system's roots without one."""
-        context = self._contexts.get(ca_bundle)
-        if context is None:
-            pem = base64.b64decode(ca_bundle).decode() if ca_bundle else None
-            context = ssl.create_default_context(cadata=pem)
-            self._contexts[ca_bundle] = context
-        return context
+        """TLS trusting ``caBundle`` (base64 PEM), or the system's roots without one; no
+        client certificate (kube's webhooks present one only when the admission
+        configuration names one)."""
+        try:
+            pem = base64.b64decode(ca_bundle) if ca_bundle else b""
+        except (binascii.Error, ValueError) as err:
+            raise ValueError(f"invalid caBundle: {err}") from None
+        return self.clients.context(pem)
 
 
 # -- AdmissionReview ------------------------------------------------------------------------------

@@ -3,20 +3,29 @@
 The server chain is kube-apiserver's: aggregator -> kube core -> apiextensions -> 404. The
 aggregator, outermost, also owns the non-resource paths every client expects: health, /version,
 /metrics, discovery merged over every server (/api, /apis, /apis/<group>[/<version>]) and the
-OpenAPI documents. Start-up work that needs the store (watch caches, system namespaces,
-controllers) runs as post-start hooks once the store answers, each with its readiness check, so
-the gateway listens at once and reports what it is still waiting for.
+OpenAPI documents; it serves apiregistration.k8s.io APIServices and sends the group versions
+of remote ones to their backends (gateway.aggregator.server). Start-up work that needs the
+store (watch caches, system namespaces, controllers, the local APIServices) runs as post-start
+hooks once the store answers, each with its readiness check, so the gateway listens at once and
+reports what it is still waiting for.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import structlog
 from aiohttp import web
 
 from gateway.admission.webhooks import WebhookAdmission
+from gateway.aggregator.apiservices import APISERVICES
+from gateway.aggregator.apiservices import GROUP as APIREGISTRATION_GROUP
+from gateway.aggregator.autoregister import AutoRegistration, local_apiservices
+from gateway.aggregator.registration import APIServiceRegistration, LocalAvailability
 from gateway.aggregator.resolver import StoreServiceResolver
+from gateway.aggregator.server import AggregatorServer
 from gateway.apimachinery import status
 from gateway.apis.authentication import reviews as authn_reviews
 from gateway.apis.authorization import reviews as authz_reviews
@@ -30,10 +39,10 @@ from gateway.controllers.authconfig import publish_auth_configmap
 from gateway.controllers.events import EventReaper
 from gateway.controllers.namespaces import NamespaceController
 from gateway.controllers.rbac import AggregationController, PolicyController
-from gateway.endpoints.handlers import json_response
+from gateway.endpoints.handlers import ResourceEndpoints, json_response
 from gateway.options import ServeOptions
 from gateway.registry.resource import ResourceDef
-from gateway.registry.store import WriteOptions
+from gateway.registry.store import RESTStore, WriteOptions
 from gateway.server.discovery import Discovery, GroupVersions
 from gateway.server.filters.draining import InFlightRequests
 from gateway.server.genericapiserver import GenericAPIServer, Handler
@@ -55,9 +64,13 @@ CACHES_HOOK = "poststarthook/generic-apiserver-start-informers"
 SYSTEM_NAMESPACES_HOOK = "poststarthook/start-system-namespaces-controller"
 RBAC_HOOK = "poststarthook/rbac/bootstrap-roles"
 AGGREGATION_HOOK = "poststarthook/rbac/aggregate-cluster-roles"
+APISERVICE_REGISTRATION_HOOK = "poststarthook/apiservice-registration-controller"
+LOCAL_AVAILABLE_HOOK = "poststarthook/apiservice-status-local-available-controller"
+AUTOREGISTRATION_HOOK = "poststarthook/kube-apiserver-autoregistration"
 AUTH_INFO_HOOK = "poststarthook/start-cluster-authentication-info-controller"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
 POST_START_HOOKS = (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK, AGGREGATION_HOOK,
+                    APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, AUTOREGISTRATION_HOOK,
                     AUTH_INFO_HOOK, CONTROLLERS_HOOK)
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
@@ -102,13 +115,23 @@ class Gateway:
         for resource, endpoints in self.core.served():
             self.kube.install_api(resource, endpoints)
         self.security = self._install_security()
+        self.apiservices = self._install_apiregistration()
         self.webhooks = self._install_webhooks()
-        self.discovery = Discovery(self.api_groups)
+        self.registration = APIServiceRegistration(self.apiservices)
+        self.local_availability = LocalAvailability(self.apiservices, self.registration)
+        self.autoregistration = AutoRegistration(
+            self.apiservices, self.registration, local_apiservices(self._local_group_versions()))
+        self.discovery = Discovery(self.api_groups, self.registration.groups,
+                                   pinned=(APIREGISTRATION_GROUP,))
+        self.registration.on_change(self.discovery.invalidate)
         self.openapi = OpenAPI(self.api_resources)
         self._install_non_resource_paths()
+        # the proxy to extension apiservers is not plugged in yet: their requests get 503
+        self.aggregator_server = AggregatorServer(self.aggregator, self.registration,
+                                                  proxy=None)
         self.in_flight = InFlightRequests()
         self.audit = Audit.from_options(options)
-        self.handler: Handler = build_handler_chain(self.aggregator.handle, options,
+        self.handler: Handler = build_handler_chain(self.aggregator_server.handle, options,
                                                     self.in_flight, self.metrics, self.security,
                                                     self.audit)
 
@@ -133,6 +156,36 @@ class Gateway:
 
     def api_resources(self) -> list[ResourceDef]:
         return [r for server in self.servers() for r in server.api_resources]
+
+    # -- aggregation ----------------------------------------------------------------------
+
+    def _install_apiregistration(self) -> RESTStore:
+        """apiregistration.k8s.io/v1 APIServices, served by the aggregator itself."""
+        store = RESTStore(APISERVICES, self.factory.cacher(APISERVICES.storage_prefix))
+        store.cacher.read_your_writes = True  # a write returns once routing can see it
+        self.aggregator.install_api(APISERVICES, ResourceEndpoints(
+            store, min_request_timeout=self.options.min_request_timeout,
+            stopping=self.stopping))
+        return store
+
+    def _local_group_versions(self) -> list[tuple[str, str]]:
+        """Every (group, version) the servers below the aggregator serve."""
+        return [(name, version) for server in (self.kube, self.apiextensions)
+                for name, group in server.groups.items() for version in group.versions]
+
+    async def _start_registration(self) -> None:
+        """Route every APIService before going on (kube's apiservice-registration-controller
+        hook waits for the same)."""
+        await self._start(self.registration.run())
+        await self.registration.synced.wait()
+
+    async def _autoregister(self) -> None:
+        await _retrying(self.autoregistration.sync_on_start, "registering local APIServices")
+        await self._start(self.autoregistration.run())
+
+    async def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (a controller's loop) until the gateway stops."""
+        self._tasks.append(asyncio.get_running_loop().create_task(work))
 
     # -- security -------------------------------------------------------------------------
 
@@ -187,7 +240,7 @@ class Gateway:
         for store in configs:  # a configuration counts from the moment its write returns
             store.cacher.read_your_writes = True
         webhooks = WebhookAdmission(*configs, core.namespaces, resolver)
-        for store in core.stores.values():
+        for store in (*core.stores.values(), self.apiservices):
             store.webhooks = webhooks
         return webhooks
 
@@ -222,10 +275,11 @@ class Gateway:
     def _install_non_resource_paths(self) -> None:
         storage = HealthCheck("etcd", self._check_storage)
         hooks = [hook.check() for hook in self.hooks.values()]
-        common = [ping_check(), storage, *hooks]
+        autoregistered = self.autoregistration.completion_check()
+        common = [ping_check(), storage, *hooks, autoregistered]
         readyz = [
             ping_check(), storage, HealthCheck("etcd-readiness", self._check_storage),
-            HealthCheck("informer-sync", self._check_caches), *hooks,
+            HealthCheck("informer-sync", self._check_caches), *hooks, autoregistered,
             self.shutting_down.check(),
         ]
         agg = self.aggregator
@@ -268,6 +322,9 @@ class Gateway:
             RBAC_HOOK: lambda: _retrying(policy.ensure_all, "bootstrapping RBAC"),
             AGGREGATION_HOOK: lambda: _retrying(aggregation.aggregate,
                                                 "aggregating cluster roles"),
+            APISERVICE_REGISTRATION_HOOK: self._start_registration,
+            LOCAL_AVAILABLE_HOOK: lambda: self._start(self.local_availability.run()),
+            AUTOREGISTRATION_HOOK: self._autoregister,
             AUTH_INFO_HOOK: lambda: _retrying(
                 lambda: publish_auth_configmap(self.core.store("configmaps"), self.options),
                 "publishing the authentication ConfigMap"),

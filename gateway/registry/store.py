@@ -450,8 +450,11 @@ class RESTStore:
             raise status.conflict(self.resource.plural, name, CONFLICT_MESSAGE,
                                   self.resource.group)
         if not wanted and not self.strategy.allow_unconditional_update:
-            raise self._invalid(name, [required("metadata.resourceVersion",
-                                                "must be specified for an update")])
+            # kube names the resource where the kind goes, and shows the version as the
+            # uint64 zero it parsed (%#v)
+            raise status.invalid(self.resource.plural, name, [status.Cause(
+                "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
+                "metadata.resourceVersion")], self.resource.group)
         if options.subresource:
             new = self.strategy.subresource_update(options.subresource, new, current)
             meta = new["metadata"]

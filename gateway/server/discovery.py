@@ -4,6 +4,12 @@ discovery document (apidiscovery.k8s.io/v2) kubectl asks for first.
 The documents are built from the resources the servers installed, in installation order, and
 rebuilt only when that set changes. Aggregated documents carry a quoted ETag and answer 304 to
 a matching If-None-Match.
+
+When the aggregator gives its registered groups (one entry per API group that has
+APIServices, in kube-aggregator's order, local and remote alike), the legacy documents follow
+them as kube-aggregator does: /apis lists the pinned groups (apiregistration.k8s.io) first,
+then the registered groups in their order, then any served group no APIService names yet;
+/apis/<group> of a registered group lists its APIServices' versions, preferred first.
 """
 
 from __future__ import annotations
@@ -47,6 +53,17 @@ class GroupVersions:
         return f"{self.name}/{version}" if self.name else version
 
 
+@dataclass(frozen=True)
+class RegisteredGroup:
+    """An API group as its APIServices describe it."""
+
+    name: str
+    #: Highest priority first: the first is the preferred version.
+    versions: tuple[str, ...]
+    #: The versions an extension apiserver serves (the others are served here).
+    remote: frozenset[str] = frozenset()
+
+
 def _resource_entries(resource: ResourceDef) -> list[dict[str, Any]]:
     entry: dict[str, Any] = {
         "name": resource.plural, "singularName": resource.singular,
@@ -77,8 +94,12 @@ def api_resource_list(group: GroupVersions, version: str) -> dict[str, Any]:
 
 
 def api_group(group: GroupVersions) -> dict[str, Any]:
-    versions = [{"groupVersion": group.group_version(v), "version": v} for v in group.versions]
-    return {"name": group.name, "versions": versions, "preferredVersion": versions[0]}
+    return _api_group(group.name, list(group.versions))
+
+
+def _api_group(name: str, versions: list[str]) -> dict[str, Any]:
+    listed = [{"groupVersion": f"{name}/{v}" if name else v, "version": v} for v in versions]
+    return {"name": name, "versions": listed, "preferredVersion": listed[0]}
 
 
 def api_group_list(groups: Iterable[GroupVersions]) -> dict[str, Any]:
@@ -136,8 +157,12 @@ def _wants_aggregated(request: web.BaseRequest) -> str:
 class Discovery:
     """Serves discovery for a set of API groups that can change (CRDs, APIServices)."""
 
-    def __init__(self, groups: Callable[[], list[GroupVersions]]) -> None:
+    def __init__(self, groups: Callable[[], list[GroupVersions]],
+                 registered: Callable[[], list[RegisteredGroup]] | None = None,
+                 pinned: tuple[str, ...] = ()) -> None:
         self._groups = groups
+        self._registered = registered
+        self._pinned = pinned
         self._cache: dict[str, tuple[bytes, str]] = {}
 
     def invalidate(self) -> None:
@@ -172,8 +197,41 @@ class Discovery:
         version = _wants_aggregated(request)
         if version:
             return self._aggregated(request, False, version)
-        body, _ = self._document("apis", lambda: api_group_list(self._groups()))
+        body, _ = self._document("apis", self._legacy_group_list)
         return web.Response(body=body, content_type=JSON, headers={"Vary": "Accept"})
+
+    def _legacy_group_list(self) -> dict[str, Any]:
+        if self._registered is None:
+            return api_group_list(self._groups())
+        local = {g.name: g for g in self._groups() if g.name}
+        listed: dict[str, dict[str, Any]] = {}
+        for name in self._pinned:
+            if name in local:
+                listed[name] = api_group(local[name])
+        for registered in self._registered():
+            if registered.name not in listed:
+                listed[registered.name] = _api_group(registered.name, self._versions_of(
+                    registered, local.get(registered.name)))
+        for name, group in local.items():
+            if name not in listed:
+                listed[name] = api_group(group)
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(listed.values())}
+
+    @staticmethod
+    def _versions_of(registered: RegisteredGroup, local: GroupVersions | None) -> list[str]:
+        """The APIServices' versions in their order, then served versions none names."""
+        versions = list(registered.versions)
+        if local is not None:
+            versions += [v for v in local.versions if v not in registered.versions]
+        return versions
+
+    def _registered_group(self, name: str) -> RegisteredGroup | None:
+        if self._registered is None or not name or name in self._pinned:
+            return None
+        for registered in self._registered():
+            if registered.name == name:
+                return registered
+        return None
 
     async def group_path(self, request: web.BaseRequest) -> web.StreamResponse:
         """/api/v1, /apis/<group> and /apis/<group>/<version>."""
@@ -184,9 +242,15 @@ class Discovery:
             name, version = parts[1], parts[2] if len(parts) == 3 else ""
         else:
             raise status.not_found()
-        group = self._find(name)
         if not version:
-            return _json({"kind": "APIGroup", "apiVersion": "v1", **api_group(group)})
+            registered = self._registered_group(name)
+            if registered is not None:
+                local = next((g for g in self._groups() if g.name == name), None)
+                doc = _api_group(name, self._versions_of(registered, local))
+            else:
+                doc = api_group(self._find(name))
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **doc})
+        group = self._find(name)
         if version not in group.versions:
             raise status.not_found()
         body, _ = self._document(f"rl/{name}/{version}",

@@ -1,0 +1,229 @@
+"""An APIService for every group version the gateway serves itself (kube-apiserver's
+autoregistration, synced on start).
+
+Each local group version with a priority in kube's table gets a local APIService named
+``<version>.<group>`` (``v1.`` for the core group), labelled
+``kube-aggregator.kubernetes.io/automanaged: onstart``. At start it is created when missing and
+its spec put back when someone changed it (an object that is not labelled automanaged is
+left alone); an ``onstart`` APIService that names a group version no longer served is
+deleted. After start, one that is deleted is created again. Group versions without a
+priority in the table get no APIService, as in kube.
+
+``completion_check`` is kube's ``autoregister-completion`` health check: it fails with
+``missing APIService: [...]`` until every one of them has been seen Available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterable
+
+import structlog
+
+from gateway.aggregator.apiservices import APISERVICES, available_condition
+from gateway.aggregator.registration import APIServiceRegistration
+from gateway.aggregator.routes import Route
+from gateway.apimachinery import status
+from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
+from gateway.server.healthz import HealthCheck
+from gateway.storage.errors import StorageError
+from gateway.storage.interface import Object, Preconditions
+
+log = structlog.get_logger(__name__)
+
+AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
+ON_START = "onstart"
+CONTINUOUSLY = "true"
+MANAGER = "kube-apiserver"
+CHECK_NAME = "autoregister-completion"
+
+#: (group, version) -> (groupPriorityMinimum, versionPriority): kube-apiserver v1.32's
+#: DefaultGenericAPIServicePriorities merged with its own table (which wins).
+PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
+    ("", "v1"): (18000, 1),
+    ("events.k8s.io", "v1"): (17750, 15),
+    ("events.k8s.io", "v1beta1"): (17750, 5),
+    ("authentication.k8s.io", "v1"): (17700, 15),
+    ("authentication.k8s.io", "v1beta1"): (17700, 9),
+    ("authentication.k8s.io", "v1alpha1"): (17700, 1),
+    ("authorization.k8s.io", "v1"): (17600, 15),
+    ("certificates.k8s.io", "v1"): (17300, 15),
+    ("certificates.k8s.io", "v1alpha1"): (17300, 1),
+    ("rbac.authorization.k8s.io", "v1"): (17000, 15),
+    ("apiextensions.k8s.io", "v1"): (16700, 15),
+    ("admissionregistration.k8s.io", "v1"): (16700, 15),
+    ("admissionregistration.k8s.io", "v1beta1"): (16700, 12),
+    ("admissionregistration.k8s.io", "v1alpha1"): (16700, 9),
+    ("coordination.k8s.io", "v1"): (16500, 15),
+    ("coordination.k8s.io", "v1alpha2"): (16500, 12),
+    ("discovery.k8s.io", "v1"): (16200, 15),
+    ("discovery.k8s.io", "v1beta1"): (16200, 12),
+    ("flowcontrol.apiserver.k8s.io", "v1"): (16100, 21),
+    ("flowcontrol.apiserver.k8s.io", "v1beta3"): (16100, 18),
+    ("flowcontrol.apiserver.k8s.io", "v1beta2"): (16100, 15),
+    ("flowcontrol.apiserver.k8s.io", "v1beta1"): (16100, 12),
+    ("flowcontrol.apiserver.k8s.io", "v1alpha1"): (16100, 9),
+    ("internal.apiserver.k8s.io", "v1alpha1"): (16000, 9),
+    ("resource.k8s.io", "v1alpha3"): (15900, 9),
+    ("storagemigration.k8s.io", "v1alpha1"): (15800, 9),
+    ("apps", "v1"): (17800, 15),
+    ("autoscaling", "v2"): (17500, 30),
+    ("autoscaling", "v1"): (17500, 15),
+    ("autoscaling", "v2beta1"): (17500, 9),
+    ("autoscaling", "v2beta2"): (17500, 1),
+    ("batch", "v1"): (17400, 15),
+    ("batch", "v1beta1"): (17400, 9),
+    ("batch", "v2alpha1"): (17400, 9),
+    ("networking.k8s.io", "v1"): (17200, 15),
+    ("networking.k8s.io", "v1beta1"): (17200, 9),
+    ("policy", "v1"): (17100, 15),
+    ("policy", "v1beta1"): (17100, 9),
+    ("storage.k8s.io", "v1"): (16800, 15),
+    ("storage.k8s.io", "v1beta1"): (16800, 9),
+    ("storage.k8s.io", "v1alpha1"): (16800, 1),
+    ("scheduling.k8s.io", "v1"): (16600, 15),
+    ("node.k8s.io", "v1"): (16300, 15),
+    ("node.k8s.io", "v1beta1"): (16300, 9),
+    ("node.k8s.io", "v1alpha1"): (16300, 1),
+}
+
+
+def apiservice_name(group: str, version: str) -> str:
+    return f"{version}.{group}"
+
+
+def local_apiservices(group_versions: Iterable[tuple[str, str]]) -> list[Object]:
+    """The APIService each served (group, version) should have; those without a priority in
+    kube's table are skipped."""
+    wanted = []
+    for group, version in group_versions:
+        priorities = PRIORITIES.get((group, version))
+        if priorities is None:
+            log.info("skipping APIService creation", group_version=f"{group}/{version}"
+                     if group else version)
+            continue
+        wanted.append({
+            "apiVersion": APISERVICES.api_version, "kind": APISERVICES.kind,
+            "metadata": {"name": apiservice_name(group, version),
+                         "labels": {AUTOMANAGED: ON_START}},
+            "spec": {"group": group, "version": version,
+                     "groupPriorityMinimum": priorities[0], "versionPriority": priorities[1]},
+        })
+    return wanted
+
+
+def _spec(obj: Object) -> dict:
+    """A spec as Go compares APIServiceSpecs: absent and zero values are the same."""
+    return {k: v for k, v in (obj.get("spec") or {}).items() if v not in (None, "", 0, False)}
+
+
+def _automanaged(obj: Object) -> str:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(AUTOMANAGED, "")
+
+
+class AutoRegistration:
+    """Creates and corrects the local APIServices (see the module docstring)."""
+
+    def __init__(self, store: RESTStore, registration: APIServiceRegistration,
+                 wanted: list[Object]) -> None:
+        self.store = store
+        self.registration = registration
+        self.wanted = {obj["metadata"]["name"]: obj for obj in wanted}
+        #: Names seen Available at least once (kube's check never turns back).
+        self.seen_available: set[str] = set()
+        self.started = False
+        self._recreate: asyncio.Queue[str] = asyncio.Queue()
+        registration.observe(self._observed)
+
+    # -- the health check ---------------------------------------------------------------------
+
+    def _observed(self, name: str, route: Route | None, obj: Object | None) -> None:
+        if name not in self.wanted:
+            return
+        if obj is not None:
+            # the condition itself: a Route counts every local APIService available
+            condition = available_condition(obj)
+            if condition is not None and condition.get("status") == "True":
+                self.seen_available.add(name)
+        elif self.started:
+            self._recreate.put_nowait(name)
+
+    @property
+    def missing(self) -> list[str]:
+        return sorted(set(self.wanted) - self.seen_available)
+
+    async def _check(self) -> None:
+        missing = self.missing
+        if missing:
+            raise RuntimeError(f"missing APIService: [{' '.join(missing)}]")
+
+    def completion_check(self) -> HealthCheck:
+        return HealthCheck(CHECK_NAME, self._check)
+
+    # -- syncing ------------------------------------------------------------------------------
+
+    async def sync_on_start(self) -> None:
+        """Create, correct and delete once, as the APIServices stand at start."""
+        options = WriteOptions(manager=MANAGER)
+        for name, wanted in self.wanted.items():
+            await self._ensure(name, wanted, options)
+        for obj in self.store.cacher.objects(self.store.resource.storage_prefix):
+            meta = obj["metadata"]
+            if meta["name"] not in self.wanted and _automanaged(obj) == ON_START:
+                await self._delete(obj, options)
+        self.started = True
+
+    async def run(self) -> None:
+        """After start: create again each wanted APIService someone deletes."""
+        while True:
+            name = await self._recreate.get()
+            delay = 0.2
+            while True:
+                try:
+                    await self._ensure(name, self.wanted[name], WriteOptions(manager=MANAGER))
+                    break
+                except (StorageError, status.StatusError) as err:
+                    log.warning("re-creating an APIService failed; retrying", apiservice=name,
+                                error=str(err))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+
+    async def _ensure(self, name: str, wanted: Object, options: WriteOptions) -> None:
+        try:
+            current = await self.store.get("", name)
+        except status.StatusError as err:
+            if err.code != 404:
+                raise
+            try:
+                await self.store.create("", copy.deepcopy(wanted), options)
+                log.info("created APIService", apiservice=name)
+            except status.StatusError as err:
+                if err.code != 409:
+                    raise
+            return
+        if not _automanaged(current) or _spec(current) == _spec(wanted):
+            return
+
+        def corrected(obj: Object | None) -> Object:
+            assert obj is not None
+            obj["spec"] = copy.deepcopy(wanted["spec"])
+            return obj
+
+        try:
+            await self.store.patch("", name, corrected, options)
+        except status.StatusError as err:
+            if err.code in (404, 409):
+                return
+            raise
+        log.info("corrected the spec of APIService", apiservice=name)
+
+    async def _delete(self, obj: Object, options: WriteOptions) -> None:
+        meta = obj["metadata"]
+        try:
+            await self.store.delete("", meta["name"], DeleteOptions(
+                preconditions=Preconditions(uid=meta.get("uid"))), options)
+            log.info("deleted APIService no longer served", apiservice=meta["name"])
+        except status.StatusError as err:
+            if err.code not in (404, 409):
+                raise

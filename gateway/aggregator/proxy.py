@@ -1,0 +1,535 @@
+"""The proxy to a remote APIService's backend (kube-aggregator's proxy handler).
+
+The aggregator's router calls ``Proxy.serve`` for a request under ``/apis/<g>/<v>`` (``/api``
+for ``v1.``) whose APIService names a Service and is available. The request goes, with its
+path and query, to ``https://<resolved host>:<port>`` over the shared client pool, presenting
+the proxy client certificate and checking the backend's certificate against the APIService's
+caBundle for the name ``<service>.<namespace>.svc``:
+
+- the caller's identity travels as ``X-Remote-User``, one ``X-Remote-Group`` per group and
+  ``X-Remote-Extra-<key>`` per extra value (the key percent-escaped); whatever ``X-Remote-*``
+  the client sent is dropped first, and so are ``Authorization`` and ``Impersonate-*`` (the
+  filters removed them already: this is the second lock). No ``X-Remote-Uid``: kube sends it
+  only behind the RemoteRequestHeaderUID gate, off in 1.32;
+- ``X-Forwarded-For`` gets the client's address appended, ``X-Forwarded-Proto``,
+  ``-Host`` and ``-Uri`` are set as kube's proxy transport sets them, ``Audit-ID`` is the
+  request's id; hop-by-hop headers are not forwarded;
+- bodies are streamed both ways, chunk by chunk as they arrive: a watch reaches the client
+  event by event, and a large list passes through with bounded memory;
+- the backend's status, headers (less hop-by-hop ones and the CORS headers kube strips) and
+  body come back unchanged, except a redirect (3xx with a Location), which becomes a 502: a
+  backend may not send the client elsewhere with the client's credentials;
+- a backend that cannot be reached is a plain-text 503 ``error trying to reach service: ...``,
+  a Service that does not resolve a plain-text 503 ``service unavailable``, as kube answers
+  (not Status objects). A failure after the response started cuts the connection, so the client
+  sees a truncated response, never a second one;
+- discovery of the group version (``/apis/<g>/<v>`` itself) must answer within 5 s; other
+  requests have no time limit here beyond the request's own;
+- an upgrade (``Connection: upgrade`` with ``Upgrade``: WebSocket, SPDY) gets a TLS connection
+  of its own: the request head is written to it, a 101 is relayed to the client and then bytes
+  both ways until either side closes; a backend error (>= 400) is relayed as it is; anything
+  else is a 503 ``invalid upgrade response: status code N``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote_plus
+
+import aiohttp
+import structlog
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+from gateway.aggregator.metrics import AggregatorMetrics
+from gateway.aggregator.routes import Route
+from gateway.apimachinery.context import REQUEST_INFO, USER
+from gateway.apimachinery.user import UserInfo
+from gateway.server.filters.requestid import REQUEST_ID
+from gateway.transport import clients
+from gateway.transport.clients import ClientManager
+from gateway.transport.resolver import ResolveError, ServiceAddress, ServiceResolver
+
+log = structlog.get_logger(__name__)
+
+#: Discovery of one group version must answer within this (kube's aggregatedDiscoveryTimeout).
+DISCOVERY_TIMEOUT = 5.0
+#: A backend's answer to an upgrade that is not one is read for at most this long.
+UPGRADE_ERROR_DEADLINE = 10.0
+#: Largest response head accepted from a backend on an upgrade.
+MAX_HEAD = 64 * 1024
+#: Bytes queued towards one side of an upgraded connection before the other side is paused.
+RELAY_HIGH_WATER = 256 * 1024
+_RELAY_READ = 64 * 1024
+
+#: Headers that describe one connection, not the message (RFC 7230 6.1; Go's list).
+HOP_BY_HOP = frozenset({
+    "connection", "proxy-connection", "keep-alive", "proxy-authenticate",
+    "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade",
+})
+#: Request headers never passed on: hop-by-hop ones, credentials, identity the client claims,
+#: and those the proxy sets itself.
+_DROPPED_REQUEST = HOP_BY_HOP | {
+    "host", "authorization", "impersonate-user", "impersonate-group", "impersonate-uid",
+    "x-remote-user", "x-remote-group", "x-remote-uid", "x-forwarded-proto",
+    "x-forwarded-host", "x-forwarded-uri", "audit-id", "expect",
+}
+_DROPPED_REQUEST_PREFIXES = ("x-remote-extra-", "impersonate-extra-")
+#: For an upgrade the connection headers are the point: only credentials and identity go.
+_DROPPED_UPGRADE = _DROPPED_REQUEST - {"connection", "upgrade"}
+#: Response headers kube's proxy strips (its CORS filter has the last word on these).
+_DROPPED_RESPONSE = HOP_BY_HOP | {
+    "access-control-allow-credentials", "access-control-allow-headers",
+    "access-control-allow-methods", "access-control-allow-origin",
+}
+_REDIRECT_MESSAGE = "the backend attempted to redirect this request, which is not permitted"
+
+# An HTTP token character is kept in an X-Remote-Extra- key; every other byte, and "%", is
+# written %XX (uppercase), so any key survives the trip through a header name.
+_TOKEN = frozenset(b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_ESCAPED = tuple(chr(b) if b in _TOKEN else f"%{b:02X}" for b in range(256))
+
+
+def escape_extra_key(key: str) -> str:
+    """An extra's key as kube writes it into an ``X-Remote-Extra-`` header name."""
+    return "".join(_ESCAPED[b] for b in key.encode())
+
+
+#: Header names of extra keys seen so far (few distinct keys, seen on every request).
+_EXTRA_NAMES: dict[str, str] = {}
+
+
+def identity_headers(user: UserInfo) -> list[tuple[str, str]]:
+    """The headers that tell a backend who is asking (kube's auth-proxy headers)."""
+    headers = [("X-Remote-User", user.name)]
+    headers += [("X-Remote-Group", group) for group in user.groups]
+    for key, values in user.extra.items():
+        name = _EXTRA_NAMES.get(key)
+        if name is None:
+            name = "X-Remote-Extra-" + escape_extra_key(key)
+            if len(_EXTRA_NAMES) < 4096:
+                _EXTRA_NAMES[key] = name
+        headers += [(name, value) for value in values]
+    return headers
+
+
+def plain_error(code: int, message: str) -> web.Response:
+    """Go's http.Error: the message and a newline, as plain text."""
+    return web.Response(status=code, text=message + "\n", charset="utf-8",
+                        content_type="text/plain",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
+@dataclass
+class _Target:
+    """What the proxy keeps per Route, rebuilt when the Route object is replaced."""
+
+    route: Route
+    server_name: str
+
+
+class Proxy:
+    """Forwards requests to the backends of remote APIServices."""
+
+    def __init__(self, clients: ClientManager, resolver: ServiceResolver,
+                 metrics: AggregatorMetrics | None = None) -> None:
+        self.clients = clients
+        self.resolver = resolver
+        self.metrics = metrics if metrics is not None else AggregatorMetrics()
+        self._targets: dict[str, _Target] = {}
+
+    def _target(self, route: Route) -> _Target:
+        target = self._targets.get(route.name)
+        if target is None or target.route is not route:
+            assert route.service is not None, "a local APIService is not proxied"
+            target = self._targets[route.name] = _Target(route, route.service.server_name)
+        return target
+
+    def forget(self, name: str) -> None:
+        """An APIService is gone."""
+        self._targets.pop(name, None)
+
+    def _context(self, route: Route) -> ssl.SSLContext:
+        return self.clients.context(route.ca_bundle, insecure=route.insecure_skip_tls_verify,
+                                    client_cert=True)
+
+    # -- serving ------------------------------------------------------------------------------
+
+    async def serve(self, request: web.BaseRequest, route: Route) -> web.StreamResponse:
+        target = self._target(route)
+        name = route.name
+        user = request.get(USER)
+        if user is None:
+            return plain_error(500, "missing user")
+        service = route.service
+        assert service is not None
+        try:
+            address = await self.resolver.resolve(service.namespace, service.name, service.port)
+        except ResolveError as err:
+            log.warning(f"error resolving {service.namespace}/{service.name}", error=str(err))
+            self.metrics.error(name, "resolve")
+            self.metrics.request(name, 503)
+            return plain_error(503, "service unavailable")
+        gauge = self.metrics.opened(name)
+        gauge.inc()
+        try:
+            if _is_upgrade(request):
+                return await self._upgrade(request, route, address, user)
+            return await self._forward(request, target, address, user)
+        finally:
+            gauge.dec()
+
+    async def _forward(self, request: web.BaseRequest, target: _Target, address: ServiceAddress,
+                       user: UserInfo) -> web.StreamResponse:
+        route = target.route
+        name = route.name
+        headers = _request_headers(request, user, address, _DROPPED_REQUEST)
+        url = URL(f"https://{_hostport(address)}{_target_path(request)}", encoded=True)
+        info = request.get(REQUEST_INFO)
+        discovery = (info is not None and not info.is_resource_request
+                     and request.path.strip("/").count("/") == 2)
+        started = time.monotonic()
+        try:
+            response = await self.clients.session().request(
+                request.method, url, headers=headers,
+                data=request.content if request.body_exists else None,
+                ssl=self._context(route), server_hostname=address.server_name,
+                timeout=clients.timeout(DISCOVERY_TIMEOUT if discovery else None),
+                allow_redirects=False)
+        except (aiohttp.ClientError, OSError, ssl.SSLError, TimeoutError, ValueError) as err:
+            self.metrics.error(name, "connect")
+            self.metrics.request(name, 503)
+            message = describe_error(err, address)
+            log.info("error trying to reach service", apiservice=name, error=message)
+            return plain_error(503, f"error trying to reach service: {message}")
+        self.metrics.observe(name, time.monotonic() - started)
+        try:
+            code = response.status
+            if 300 <= code < 400 and response.headers.get("Location"):
+                self.metrics.error(name, "redirect")
+                self.metrics.request(name, 502)
+                return plain_error(502, _REDIRECT_MESSAGE)
+            out = web.StreamResponse(status=code, reason=response.reason)
+            out_headers = out.headers
+            for key, value in response.headers.items():
+                if key.lower() not in _DROPPED_RESPONSE:
+                    out_headers.add(key, value)
+            request_id = request.get(REQUEST_ID)
+            if request_id and "Audit-ID" not in out_headers:
+                out_headers["Audit-ID"] = request_id
+            self.metrics.request(name, code)
+            return await self._stream(request, response, out, name)
+        finally:
+            response.release()
+
+    async def _stream(self, request: web.BaseRequest, response: aiohttp.ClientResponse,
+                      out: web.StreamResponse, name: str) -> web.StreamResponse:
+        """The backend's body to the client as it arrives. A failure on either side after the
+        headers went out aborts the client's connection: a truncated body must not look
+        complete (as Go's proxy panics with ErrAbortHandler)."""
+        request["gateway.response_started"] = True
+        await out.prepare(request)
+        try:
+            async for chunk in response.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            if not isinstance(err, ConnectionResetError | aiohttp.ClientConnectionResetError):
+                self.metrics.error(name, "stream")
+                log.info("proxied response ended early", apiservice=name, error=str(err))
+            _abort(request)
+        except asyncio.CancelledError:  # the client left, or the request's deadline
+            _abort(request)
+            raise
+        return out
+
+    # -- upgrades -----------------------------------------------------------------------------
+
+    async def _upgrade(self, request: web.BaseRequest, route: Route, address: ServiceAddress,
+                       user: UserInfo) -> web.StreamResponse:
+        name = route.name
+        headers = _request_headers(request, user, address, _DROPPED_UPGRADE)
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                address.host, address.port, ssl=self._context(route),
+                server_hostname=address.server_name, limit=MAX_HEAD), clients.CONNECT_TIMEOUT)
+        except (OSError, ssl.SSLError, TimeoutError, ValueError) as err:
+            self.metrics.error(name, "connect")
+            self.metrics.request(name, 503)
+            return plain_error(503, f"error trying to reach service: "
+                                    f"{describe_error(err, address)}")
+        try:
+            head = [f"{request.method} {_target_path(request)} HTTP/1.1",
+                    f"Host: {_hostport(address)}"]
+            head += [f"{k}: {v}" for k, v in headers.items() if k.lower() != "host"]
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            try:
+                raw = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
+                raise ConnectionError("the backend closed the connection without a "
+                                      "response") from err
+            code = _status_code(raw)
+        except (OSError, ssl.SSLError, ValueError) as err:
+            writer.close()
+            self.metrics.error(name, "upgrade")
+            self.metrics.request(name, 503)
+            return plain_error(503, f"error trying to reach service: {err}")
+        self.metrics.request(name, code)
+        if code != 101 and code < 400:
+            writer.close()
+            self.metrics.error(name, "upgrade")
+            return plain_error(503, f"invalid upgrade response: status code {code}")
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            writer.close()
+            return _Hijacked(code)
+        request["gateway.response_started"] = True
+        transport.write(raw)
+        try:
+            if code == 101:
+                await _relay(request, transport, reader, writer)
+            else:
+                await _copy_error_body(raw, reader, transport)
+        finally:
+            writer.close()
+            transport.close()
+        return _Hijacked(code)
+
+
+# -- request and response pieces ------------------------------------------------------------------
+
+
+def _is_upgrade(request: web.BaseRequest) -> bool:
+    headers = request.headers
+    if not headers.get("Upgrade"):
+        return False
+    return any("upgrade" in value.lower() for value in headers.getall("Connection", ()))
+
+
+def _hostport(address: ServiceAddress) -> str:
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    return f"{host}:{address.port}"
+
+
+def _target_path(request: web.BaseRequest) -> str:
+    """The path as the client sent it, and the query re-encoded as Go's Query().Encode()
+    (keys sorted, values in order)."""
+    path = request.rel_url.raw_path
+    if not request.query_string:
+        return path
+    pairs = sorted(request.query.items(), key=lambda kv: kv[0])
+    query = "&".join(f"{quote_plus(k, safe='')}={quote_plus(v, safe='')}" for k, v in pairs)
+    return f"{path}?{query}"
+
+
+def _forwarded_uri(raw_path: str) -> str:
+    """kube's X-Forwarded-Uri: the escaped path, cleaned, its trailing slash kept."""
+    if "//" not in raw_path and "/." not in raw_path:
+        return raw_path
+    cleaned = posixpath.normpath(raw_path)
+    if cleaned.startswith("//"):
+        cleaned = "/" + cleaned.lstrip("/")
+    if raw_path.endswith("/") and not cleaned.endswith("/"):
+        cleaned += "/"
+    return cleaned
+
+
+def _request_headers(request: web.BaseRequest, user: UserInfo, address: ServiceAddress,
+                     dropped: frozenset[str]) -> CIMultiDict[str]:
+    connection_tokens: set[str] = set()
+    if "Connection" in request.headers and dropped is _DROPPED_REQUEST:
+        connection_tokens = {t.strip().lower() for v in request.headers.getall("Connection")
+                             for t in v.split(",")}
+    out: CIMultiDict[str] = CIMultiDict()
+    forwarded_for = []
+    for key, value in request.headers.items():
+        lower = key.lower()
+        if lower in dropped or lower.startswith(_DROPPED_REQUEST_PREFIXES) or \
+                lower in connection_tokens:
+            continue
+        if lower == "x-forwarded-for":
+            forwarded_for.append(value)
+            continue
+        out.add(key, value)
+    for key, value in identity_headers(user):
+        out.add(key, value)
+    peer = request.remote
+    if peer:
+        forwarded_for.append(peer)
+    if forwarded_for:
+        out["X-Forwarded-For"] = ", ".join(forwarded_for)
+    out["X-Forwarded-Uri"] = _forwarded_uri(request.rel_url.raw_path)
+    out["X-Forwarded-Host"] = _hostport(address)
+    out["X-Forwarded-Proto"] = "https"
+    request_id = request.get(REQUEST_ID)
+    if request_id:
+        out["Audit-ID"] = request_id
+    out["Host"] = _hostport(address)
+    return out
+
+
+def describe_error(err: BaseException, address: ServiceAddress) -> str:
+    """A failed connection in Go's words where they are known (dial, lookup, TLS, deadline)."""
+    hostport = _hostport(address)
+    if isinstance(err, aiohttp.ClientConnectorCertificateError):
+        cert_error = err.certificate_error
+        if isinstance(cert_error, ssl.SSLCertVerificationError):
+            return _verify_message(cert_error, address)
+        return f"tls: {cert_error}"
+    if isinstance(err, aiohttp.ClientConnectorDNSError) or (
+            isinstance(err, OSError) and getattr(err, "errno", None) in (-2, -3, -5)):
+        return f"dial tcp: lookup {address.host}: no such host"
+    cause = getattr(err, "os_error", None) or err
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return _verify_message(cause, address)
+    if isinstance(cause, ConnectionRefusedError):
+        return f"dial tcp {hostport}: connect: connection refused"
+    if isinstance(cause, TimeoutError | aiohttp.ServerTimeoutError):
+        return "context deadline exceeded"
+    if isinstance(cause, ssl.SSLError):
+        return f"remote error: tls: {cause.reason or cause}".lower()
+    if isinstance(err, aiohttp.ServerDisconnectedError):
+        return "EOF"
+    if isinstance(cause, OSError) and cause.strerror:
+        return f"dial tcp {hostport}: connect: {cause.strerror.lower()}"
+    return str(err) or type(err).__name__
+
+
+def _verify_message(err: ssl.SSLCertVerificationError, address: ServiceAddress) -> str:
+    message = err.verify_message or str(err)
+    if "Hostname mismatch" in message or "IP address mismatch" in message:
+        return (f"tls: failed to verify certificate: x509: certificate is not valid for "
+                f"{address.server_name}")
+    if any(words in message for words in ("unable to get local issuer", "self-signed",
+                                          "self signed", "signature failure")):
+        return "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+    if "expired" in message:
+        return ("tls: failed to verify certificate: x509: certificate has expired or is not "
+                "yet valid")
+    return f"tls: failed to verify certificate: x509: {message}"
+
+
+def _status_code(head: bytes) -> int:
+    line = head.split(b"\r\n", 1)[0].split(b" ", 2)
+    if len(line) < 2 or not line[0].startswith(b"HTTP/") or not line[1].isdigit():
+        raise ValueError(f"malformed HTTP response {head[:64]!r}")
+    return int(line[1])
+
+
+def _abort(request: web.BaseRequest) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+class _Hijacked(web.StreamResponse):
+    """The answer for a connection the proxy took over: its bytes are written already, so
+    there is nothing for aiohttp to send, and the connection is not reused."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(status=code)
+        self.force_close()
+
+    @property
+    def prepared(self) -> bool:
+        return True
+
+    async def prepare(self, request: web.BaseRequest) -> Any:
+        return None
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        return None
+
+
+class _ClientSide:
+    """Fed by aiohttp with what the client sends after the upgrade (in place of the HTTP
+    parser, as aiohttp's WebSocket reader is): written straight to the backend; the client is
+    paused while the backend's side is full."""
+
+    def __init__(self, writer: asyncio.StreamWriter, client: asyncio.Transport) -> None:
+        self.writer = writer
+        self.client = client
+        self.closed = asyncio.Event()
+        self._draining: asyncio.Task[None] | None = None
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        if self.writer.is_closing():
+            return False, b""
+        self.writer.write(data)
+        backend = self.writer.transport
+        if self._draining is None and backend.get_write_buffer_size() > RELAY_HIGH_WATER:
+            self.client.pause_reading()
+            self._draining = asyncio.ensure_future(self._drain())
+        return False, b""
+
+    async def _drain(self) -> None:
+        try:
+            await self.writer.drain()
+        except (OSError, ConnectionError):
+            self.closed.set()
+        finally:
+            self._draining = None
+            if not self.client.is_closing():
+                self.client.resume_reading()
+
+    def feed_eof(self) -> None:
+        self.closed.set()
+
+
+async def _relay(request: web.BaseRequest, client: asyncio.Transport,
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Bytes both ways until either side is done."""
+    side = _ClientSide(writer, client)
+    protocol = request.protocol
+    protocol.set_parser(side)  # type: ignore[arg-type]
+    drain = getattr(protocol, "_drain_helper", None)
+
+    async def backend_to_client() -> None:
+        while True:
+            data = await reader.read(_RELAY_READ)
+            if not data or client.is_closing():
+                return
+            client.write(data)
+            if client.get_write_buffer_size() > RELAY_HIGH_WATER:
+                if drain is not None:
+                    await drain()
+                else:
+                    while client.get_write_buffer_size() > RELAY_HIGH_WATER and \
+                            not client.is_closing():
+                        await asyncio.sleep(0.01)
+
+    down = asyncio.ensure_future(backend_to_client())
+    up = asyncio.ensure_future(side.closed.wait())
+    try:
+        await asyncio.wait((down, up), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (down, up):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, OSError, ConnectionError):
+            await down
+
+
+async def _copy_error_body(head: bytes, reader: asyncio.StreamReader,
+                           client: asyncio.Transport) -> None:
+    """A backend's refusal of the upgrade, relayed to the client as it is."""
+    length = None
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+    with contextlib.suppress(OSError, ConnectionError, TimeoutError,
+                             asyncio.IncompleteReadError):
+        async with asyncio.timeout(UPGRADE_ERROR_DEADLINE):
+            if length is not None:
+                if length:
+                    client.write(await reader.readexactly(length))
+                return
+            while data := await reader.read(_RELAY_READ):
+                client.write(data)

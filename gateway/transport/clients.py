@@ -1,0 +1,182 @@
+"""The outgoing HTTPS client: one connection pool and cached TLS contexts for every call the
+gateway makes to a backend or webhook (kube's util/webhook ClientManager and the aggregator's
+proxy transport).
+
+- One aiohttp session over one connector for the whole process: keep-alive connections are
+  pooled per (host, port, TLS context, server name), with no cap on their number (aiohttp's
+  default of 100 would queue the 101st open watch). No cookie jar, and bodies are never
+  decompressed, so a proxied body passes through byte for byte; nothing is added to a request
+  that its caller did not set (no User-Agent, Accept or Accept-Encoding of aiohttp's own).
+- A TLS context per (CA bundle, insecure, with or without the proxy client certificate), made
+  once and cached. The server name a certificate must carry is not part of a Python context:
+  it is given per connection (``server_hostname``), and the pool keys connections by it, so a
+  connection verified for one Service is never reused for another.
+- The proxy client certificate (``--proxy-client-cert-file``/``--proxy-client-key-file``) is
+  read again when either file changes (their status is looked at no more than once a second);
+  contexts made with the old certificate are dropped, their idle connections age out. A pair
+  that does not load (a half-written rotation) is logged and the last good one kept.
+- Timeouts are the caller's: each call passes its own (none for watches and upgrades).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import structlog
+
+log = structlog.get_logger(__name__)
+
+#: How often, at most, the proxy client certificate files are looked at for changes.
+RELOAD_INTERVAL = 1.0
+#: Idle keep-alive connections are closed after this long (Go's transport: 90 s).
+IDLE_TIMEOUT = 90.0
+#: A connection attempt (TCP and TLS handshake) gives up after this long (kube's dialer: 30 s).
+CONNECT_TIMEOUT = 30.0
+#: Contexts kept at most; more distinct CA bundles than this start the cache afresh.
+MAX_CONTEXTS = 512
+#: What aiohttp would add to every request on its own; a proxy must not.
+_SKIPPED_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """The proxy client certificate and key as last loaded, and what their files looked like."""
+
+    pem: bytes  # certificate chain, then key
+    stamp: tuple
+
+
+class ClientManager:
+    """TLS contexts and pooled connections for every outgoing call."""
+
+    def __init__(self, proxy_client_cert_file: Path | None = None,
+                 proxy_client_key_file: Path | None = None, *,
+                 reload_interval: float = RELOAD_INTERVAL) -> None:
+        self.cert_file = proxy_client_cert_file
+        self.key_file = proxy_client_key_file
+        self.reload_interval = reload_interval
+        self._contexts: dict[tuple[bytes, bool, bool], ssl.SSLContext] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._pair: _Pair | None = None
+        self._checked = float("-inf")
+        if self.has_client_cert:
+            self._pair = self._load_pair()  # a bad pair at start is an error the caller sees
+
+    @property
+    def has_client_cert(self) -> bool:
+        return self.cert_file is not None and self.key_file is not None
+
+    # -- TLS ----------------------------------------------------------------------------------
+
+    def context(self, ca_bundle: bytes = b"", *, insecure: bool = False,
+                client_cert: bool = False) -> ssl.SSLContext:
+        """The TLS context trusting ``ca_bundle`` (PEM; the system's roots when empty), or
+        verifying nothing when ``insecure``; presenting the proxy client certificate when
+        ``client_cert`` and one is configured. Cheap: a clock read and a dictionary look-up."""
+        client_cert = client_cert and self._pair is not None
+        if client_cert:
+            now = time.monotonic()
+            if now - self._checked >= self.reload_interval:
+                self._checked = now
+                self._maybe_reload()
+        key = (ca_bundle, insecure, client_cert)
+        context = self._contexts.get(key)
+        if context is None:
+            if len(self._contexts) >= MAX_CONTEXTS:
+                self._contexts.clear()
+            context = self._contexts[key] = self._new_context(ca_bundle, insecure, client_cert)
+        return context
+
+    def _new_context(self, ca_bundle: bytes, insecure: bool, client_cert: bool) -> ssl.SSLContext:
+        if insecure:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            # cadata refuses junk with SSLError, which the caller reports as a TLS failure
+            context = ssl.create_default_context(
+                cadata=ca_bundle.decode("ascii", "replace") if ca_bundle else None)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(["http/1.1"])
+        if client_cert and self._pair is not None:
+            _load_into(context, self._pair.pem)
+        return context
+
+    def _stamp(self) -> tuple:
+        assert self.cert_file is not None and self.key_file is not None
+        stamps = []
+        for path in (self.cert_file, self.key_file):
+            st = os.stat(path)
+            stamps.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(stamps)
+
+    def _load_pair(self) -> _Pair:
+        """Read and check the pair (raises OSError or ssl.SSLError when it does not load)."""
+        assert self.cert_file is not None and self.key_file is not None
+        stamp = self._stamp()
+        pem = self.cert_file.read_bytes().rstrip(b"\n") + b"\n" + self.key_file.read_bytes()
+        _load_into(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), pem)
+        return _Pair(pem, stamp)
+
+    def _maybe_reload(self) -> None:
+        try:
+            if self._pair is not None and self._stamp() == self._pair.stamp:
+                return
+            pair = self._load_pair()
+        except (OSError, ssl.SSLError, ValueError) as err:
+            log.warning("cannot reload the proxy client certificate; keeping the last one",
+                        cert=str(self.cert_file), key=str(self.key_file), error=str(err))
+            return
+        if self._pair is not None and pair.pem == self._pair.pem:
+            self._pair = pair  # touched, not changed
+            return
+        self._pair = pair
+        self._contexts = {k: c for k, c in self._contexts.items() if not k[2]}
+        log.info("reloaded the proxy client certificate", cert=str(self.cert_file))
+
+    # -- connections --------------------------------------------------------------------------
+
+    def session(self) -> aiohttp.ClientSession:
+        """The shared session (made on first use, inside the running event loop)."""
+        session = self._session
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0,
+                                             keepalive_timeout=IDLE_TIMEOUT,
+                                             enable_cleanup_closed=False)
+            session = self._session = aiohttp.ClientSession(
+                connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False, skip_auto_headers=_SKIPPED_AUTO_HEADERS,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT),
+                raise_for_status=False, trust_env=False)
+        return session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _load_into(context: ssl.SSLContext, pem: bytes) -> None:
+    """Load a certificate chain and key held in memory (Python's ssl reads only files: a
+    private temporary file, removed at once)."""
+    fd, name = tempfile.mkstemp(prefix="gateway-client-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(pem)
+        context.load_cert_chain(name)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def timeout(seconds: float | None) -> aiohttp.ClientTimeout:
+    """A per-call timeout: the whole call within ``seconds`` (None: no limit, for watches and
+    upgrades), the connection within CONNECT_TIMEOUT either way."""
+    return aiohttp.ClientTimeout(total=seconds, sock_connect=CONNECT_TIMEOUT)
