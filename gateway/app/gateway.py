@@ -23,6 +23,9 @@ from gateway.admission.webhooks import WebhookAdmission
 from gateway.aggregator.apiservices import APISERVICES
 from gateway.aggregator.apiservices import GROUP as APIREGISTRATION_GROUP
 from gateway.aggregator.autoregister import AutoRegistration, local_apiservices
+from gateway.aggregator.availability import AvailabilityController
+from gateway.aggregator.metrics import AggregatorMetrics
+from gateway.aggregator.proxy import Proxy
 from gateway.aggregator.registration import APIServiceRegistration, LocalAvailability
 from gateway.aggregator.resolver import StoreServiceResolver
 from gateway.aggregator.server import AggregatorServer
@@ -53,6 +56,7 @@ from gateway.server.openapi import OpenAPI
 from gateway.storage.errors import StorageError
 from gateway.storage.factory import StorageFactory, wait_until_reachable
 from gateway.storage.interface import Storage
+from gateway.transport.clients import ClientManager
 from gateway.version import version_info
 
 log = structlog.get_logger(__name__)
@@ -66,12 +70,13 @@ RBAC_HOOK = "poststarthook/rbac/bootstrap-roles"
 AGGREGATION_HOOK = "poststarthook/rbac/aggregate-cluster-roles"
 APISERVICE_REGISTRATION_HOOK = "poststarthook/apiservice-registration-controller"
 LOCAL_AVAILABLE_HOOK = "poststarthook/apiservice-status-local-available-controller"
+REMOTE_AVAILABLE_HOOK = "poststarthook/apiservice-status-remote-available-controller"
 AUTOREGISTRATION_HOOK = "poststarthook/kube-apiserver-autoregistration"
 AUTH_INFO_HOOK = "poststarthook/start-cluster-authentication-info-controller"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
 POST_START_HOOKS = (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK, AGGREGATION_HOOK,
-                    APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, AUTOREGISTRATION_HOOK,
-                    AUTH_INFO_HOOK, CONTROLLERS_HOOK)
+                    APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, REMOTE_AVAILABLE_HOOK,
+                    AUTOREGISTRATION_HOOK, AUTH_INFO_HOOK, CONTROLLERS_HOOK)
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
@@ -116,6 +121,14 @@ class Gateway:
             self.kube.install_api(resource, endpoints)
         self.security = self._install_security()
         self.apiservices = self._install_apiregistration()
+        # one outgoing client manager and one service resolver for every call out: admission
+        # webhooks, the proxy, the availability checks
+        self.clients = ClientManager(options.proxy_client_cert_file,
+                                     options.proxy_client_key_file)
+        self.resolver = StoreServiceResolver(
+            self.core.store("services"), self.core.store("endpoints"),
+            routing=options.enable_aggregator_routing)
+        self.aggregator_metrics = AggregatorMetrics(self.metrics.registry)
         self.webhooks = self._install_webhooks()
         self.registration = APIServiceRegistration(self.apiservices)
         self.local_availability = LocalAvailability(self.apiservices, self.registration)
@@ -124,11 +137,16 @@ class Gateway:
         self.discovery = Discovery(self.api_groups, self.registration.groups,
                                    pinned=(APIREGISTRATION_GROUP,))
         self.registration.on_change(self.discovery.invalidate)
+        self.proxy = Proxy(self.clients, self.resolver, self.aggregator_metrics)
+        self.registration.observe(
+            lambda name, route, _obj: self.proxy.forget(name) if route is None else None)
+        self.remote_availability = AvailabilityController(
+            self.apiservices, self.core.store("services"), self.core.store("endpoints"),
+            self.clients, self.resolver, self.aggregator_metrics)
         self.openapi = OpenAPI(self.api_resources)
         self._install_non_resource_paths()
-        # the proxy to extension apiservers is not plugged in yet: their requests get 503
         self.aggregator_server = AggregatorServer(self.aggregator, self.registration,
-                                                  proxy=None)
+                                                  proxy=self.proxy)
         self.in_flight = InFlightRequests()
         self.audit = Audit.from_options(options)
         self.handler: Handler = build_handler_chain(self.aggregator_server.handle, options,
@@ -233,13 +251,11 @@ class Gateway:
     def _install_webhooks(self) -> WebhookAdmission:
         """Admission webhooks on every built-in resource's writes."""
         core, group = self.core, "admissionregistration.k8s.io"
-        resolver = StoreServiceResolver(core.store("services"), core.store("endpoints"),
-                                   routing=self.options.enable_aggregator_routing)
         configs = (core.store("mutatingwebhookconfigurations", group),
                    core.store("validatingwebhookconfigurations", group))
         for store in configs:  # a configuration counts from the moment its write returns
             store.cacher.read_your_writes = True
-        webhooks = WebhookAdmission(*configs, core.namespaces, resolver)
+        webhooks = WebhookAdmission(*configs, core.namespaces, self.resolver, self.clients)
         for store in (*core.stores.values(), self.apiservices):
             store.webhooks = webhooks
         return webhooks
@@ -324,6 +340,7 @@ class Gateway:
                                                 "aggregating cluster roles"),
             APISERVICE_REGISTRATION_HOOK: self._start_registration,
             LOCAL_AVAILABLE_HOOK: lambda: self._start(self.local_availability.run()),
+            REMOTE_AVAILABLE_HOOK: lambda: self._start(self.remote_availability.run()),
             AUTOREGISTRATION_HOOK: self._autoregister,
             AUTH_INFO_HOOK: lambda: _retrying(
                 lambda: publish_auth_configmap(self.core.store("configmaps"), self.options),
@@ -376,6 +393,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.webhooks.close()
+        await self.clients.close()
         await self.factory.close()
         await self.storage.close()
         if self.audit is not None:

@@ -24,6 +24,7 @@ from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
 from gateway.server.tls import server_ssl_context
 from gateway.storage.errors import StorageError
+from gateway.transport.clients import ClientCertError
 
 log = structlog.get_logger(__name__)
 
@@ -91,7 +92,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
 
     try:
         gateway = Gateway(options)
-    except (TokenFileError, KeyFileError, pki.PKIError, PolicyError) as err:
+    except (TokenFileError, KeyFileError, pki.PKIError, PolicyError, ClientCertError) as err:
         raise StartupError(str(err)) from None
     except OSError as err:
         raise StartupError(f"{err.filename}: {err.strerror}") from None

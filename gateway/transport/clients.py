@@ -53,6 +53,10 @@ class _Pair:
     stamp: tuple
 
 
+class ClientCertError(Exception):
+    """The proxy client certificate or key does not load; the message names the flags."""
+
+
 class ClientManager:
     """TLS contexts and pooled connections for every outgoing call."""
 
@@ -66,8 +70,12 @@ class ClientManager:
         self._session: aiohttp.ClientSession | None = None
         self._pair: _Pair | None = None
         self._checked = float("-inf")
-        if self.has_client_cert:
-            self._pair = self._load_pair()  # a bad pair at start is an error the caller sees
+        if self.has_client_cert:  # a bad pair at start is an error the caller sees
+            try:
+                self._pair = self._load_pair()
+            except (OSError, ssl.SSLError, ValueError) as err:
+                raise ClientCertError("--proxy-client-cert-file/--proxy-client-key-file: "
+                                      f"cannot load: {err}") from None
 
     @property
     def has_client_cert(self) -> bool:
