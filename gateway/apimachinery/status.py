@@ -211,6 +211,12 @@ def service_unavailable(message: str) -> StatusError:
     return StatusError(503, "ServiceUnavailable", message)
 
 
+def paths_not_installed() -> StatusError:
+    """kube's not-found handler before every route is installed: try again in 5 s."""
+    return StatusError(503, "ServiceUnavailable", "the request has been made before all known "
+                       "HTTP paths have been installed, please try again", retry_after=5)
+
+
 # -- content types ---------------------------------------------------------------------------
 
 #: What kube-apiserver's serializers read and write, in its order.

@@ -48,7 +48,11 @@ from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.server.discovery import Discovery, GroupVersions
 from gateway.server.filters.draining import InFlightRequests
-from gateway.server.genericapiserver import GenericAPIServer, Handler
+from gateway.server.genericapiserver import (
+    GenericAPIServer,
+    Handler,
+    not_found_until_installed,
+)
 from gateway.server.handler_chain import Audit, build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
 from gateway.server.metrics import Metrics, StorageTimer
@@ -112,7 +116,8 @@ class Gateway:
         self.shutting_down = FlagCheck("shutdown", True, "the gateway is shutting down")
         self.hooks = {name: FlagCheck(name, False, "not finished") for name in POST_START_HOOKS}
         self._tasks: list[asyncio.Task[None]] = []
-        self.apiextensions = GenericAPIServer("apiextensions-apiserver")
+        self.apiextensions = GenericAPIServer("apiextensions-apiserver", not_found_until_installed(
+            lambda: self.hooks[APISERVICE_REGISTRATION_HOOK].healthy))
         self.kube = GenericAPIServer("kube-apiserver", self.apiextensions.handle)
         self.aggregator = GenericAPIServer("kube-aggregator", self.kube.handle)
         self.core = build_kube_core(self.factory, min_request_timeout=options.min_request_timeout,

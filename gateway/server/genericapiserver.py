@@ -27,6 +27,19 @@ async def not_found_handler(request: web.BaseRequest) -> web.StreamResponse:
     return status.not_found().response()
 
 
+def not_found_until_installed(installed: Callable[[], bool]) -> Handler:
+    """The end of the chain while routes are still being installed at start (APIServices
+    registered, later CRDs): a path nobody serves yet may be served in a moment, so 503 with
+    Retry-After, as kube's not-found handler answers before its mux is complete; 404 after."""
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if not installed():
+            return status.paths_not_installed().response()
+        return await not_found_handler(request)
+
+    return handle
+
+
 class GenericAPIServer:
     """A named server with its own routes and a delegate for everything else."""
 

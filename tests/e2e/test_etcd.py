@@ -8,7 +8,8 @@ import pytest
 
 from tests.support.api import API, CM, expect_status, sized_configmap
 from tests.support.etcd import EtcdServer
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import ADMIN, GatewayProcess, free_port
+from tests.support.identity import https
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
@@ -41,9 +42,18 @@ def test_unreachable_etcd_at_start_then_ready_as_soon_as_it_answers(workdir):
         assert code == 500
         assert body.startswith(b"internal server error: etcd is unavailable: "), body
         assert body.endswith(b"\n") and body.count(b"\n") == 1, body
+        # routes are not all installed yet (no APIService could be read): a path nobody
+        # serves may be served in a moment, so it is 503 with Retry-After, not 404
+        unknown = "/apis/nope.example.com/v1/things"
+        code, status, headers = https(proc, "GET", unknown, cert=ADMIN)
+        expect_status((code, status), 503, "ServiceUnavailable",
+                      message="the request has been made before all known HTTP paths have "
+                              "been installed, please try again")
+        assert (status["details"], headers["Retry-After"]) == ({"retryAfterSeconds": 5}, "5")
 
         with EtcdServer(port=port):
             proc.wait_for("/readyz", timeout=60)
+            expect_status(API(proc).get(unknown), 404, "NotFound")
             code, made = API(proc).post(CM.format(ns="default"), sized_configmap("after-etcd"))
             assert (code, made["metadata"]["name"]) == (201, "after-etcd"), made
             assert proc.kubectl("get", "--raw", "/readyz").stdout == "ok"
