@@ -177,7 +177,7 @@ class APIServiceStrategy(Strategy):
 
     def prepare_for_create(self, obj: Object) -> None:
         default_port(obj)
-        obj.pop("status", None)
+        obj["status"] = {}  # reset, and present, as kube's empty status struct is
         if (obj.get("spec") or {}).get("service") is None:
             obj["status"] = {"conditions": [local_available()]}
 

@@ -215,7 +215,9 @@ class Proxy:
             if 300 <= code < 400 and response.headers.get("Location"):
                 self.metrics.error(name, "redirect")
                 self.metrics.request(name, 502)
-                return plain_error(502, _REDIRECT_MESSAGE)
+                # kube replaces the backend's answer whole: this body, nothing more
+                return web.Response(status=502, body=_REDIRECT_MESSAGE.encode(),
+                                    content_type="text/plain", charset="utf-8")
             out = web.StreamResponse(status=code, reason=response.reason)
             out_headers = out.headers
             for key, value in response.headers.items():

@@ -14,9 +14,7 @@ holds kube's local availability controller (``LocalAvailability``).
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
-from functools import cmp_to_key
 
 import structlog
 
@@ -29,6 +27,7 @@ from gateway.aggregator.apiservices import (
 )
 from gateway.aggregator.routes import Route
 from gateway.apimachinery import status
+from gateway.apimachinery.versions import version_rank
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.server.discovery import RegisteredGroup
 from gateway.storage.errors import StorageError
@@ -44,41 +43,6 @@ Observer = Callable[[str, "Route | None", "Object | None"], None]
 
 # -- ordering ----------------------------------------------------------------------------------
 
-_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
-_STABILITY = {"alpha": 0, "beta": 1, None: 2}
-
-
-def _kube_version(version: str) -> tuple[int, int, int] | None:
-    """(stability, major, minor) of a kube-like version (v1, v2beta3, v1alpha1), or None."""
-    match = _KUBE_VERSION.fullmatch(version)
-    if match is None:
-        return None
-    major, stability, minor = match.groups()
-    return _STABILITY[stability], int(major), int(minor or 0)
-
-
-def compare_versions(a: str, b: str) -> int:
-    """kube's CompareKubeAwareVersionStrings: > 0 when ``a`` ranks before ``b``. GA before
-    beta before alpha, then higher major, then higher minor; kube-like versions before any
-    other string; other strings alphabetically."""
-    if a == b:
-        return 0
-    ka, kb = _kube_version(a), _kube_version(b)
-    if ka is None and kb is None:
-        return (a < b) - (a > b)
-    if ka is None:
-        return -1
-    if kb is None:
-        return 1
-    return (ka > kb) - (ka < kb)
-
-
-def _by_version_priority(a: Route, b: Route) -> int:
-    if a.version_priority != b.version_priority:
-        return b.version_priority - a.version_priority
-    return -compare_versions(a.version, b.version)
-
-
 def sorted_groups(routes: list[Route]) -> list[RegisteredGroup]:
     """kube's SortedByGroupAndVersion: APIServices by groupPriorityMinimum (highest first) and
     name; a group where its first APIService falls; within a group, versions by
@@ -91,7 +55,7 @@ def sorted_groups(routes: list[Route]) -> list[RegisteredGroup]:
             grouped.setdefault(route.group, []).append(route)
     groups = []
     for name, members in grouped.items():
-        members.sort(key=cmp_to_key(_by_version_priority))
+        members.sort(key=lambda r: (-r.version_priority, version_rank(r.version)))
         groups.append(RegisteredGroup(
             name, tuple(r.version for r in members),
             frozenset(r.version for r in members if not r.local)))

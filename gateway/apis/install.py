@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from gateway.apis.admissionregistration.policies import (
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
+)
 from gateway.apis.admissionregistration.webhooks import MUTATING, VALIDATING
 from gateway.apis.coordination.leases import LEASES
 from gateway.apis.core.configmaps import CONFIGMAPS
@@ -16,6 +20,7 @@ from gateway.apis.core.secrets import SECRETS
 from gateway.apis.core.serviceaccounts import SERVICEACCOUNTS
 from gateway.apis.core.services import SERVICES
 from gateway.apis.discovery.endpointslices import ENDPOINTSLICES
+from gateway.apis.flowcontrol.resources import FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS
 
 # the schemas must be defined before any document is rendered
 from gateway.apis.rbac.resources import (
@@ -33,6 +38,7 @@ from gateway.schema import authorization as _authorization  # noqa: F401
 from gateway.schema import coordination as _coordination  # noqa: F401
 from gateway.schema import core as _core  # noqa: F401
 from gateway.schema import discovery as _discovery  # noqa: F401
+from gateway.schema import flowcontrol as _flowcontrol  # noqa: F401
 from gateway.schema import rbac as _rbac  # noqa: F401
 from gateway.storage.factory import StorageFactory
 
@@ -40,7 +46,8 @@ from gateway.storage.factory import StorageFactory
 BUILTINS: tuple[ResourceDef, ...] = (
     NAMESPACES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, SERVICES, ENDPOINTS, EVENTS,
     CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES,
-    VALIDATING, MUTATING, LEASES, ENDPOINTSLICES,
+    VALIDATING, MUTATING, VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS,
+    LEASES, ENDPOINTSLICES, FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS,
 )
 
 

@@ -24,7 +24,9 @@ from gateway.aggregator.apiservices import APISERVICES
 from gateway.aggregator.apiservices import GROUP as APIREGISTRATION_GROUP
 from gateway.aggregator.autoregister import AutoRegistration, local_apiservices
 from gateway.aggregator.availability import AvailabilityController
+from gateway.aggregator.discovery import DiscoveryManager, apiservice_priorities
 from gateway.aggregator.metrics import AggregatorMetrics
+from gateway.aggregator.openapi import AggregatedOpenAPI
 from gateway.aggregator.proxy import Proxy
 from gateway.aggregator.registration import APIServiceRegistration, LocalAvailability
 from gateway.aggregator.resolver import StoreServiceResolver
@@ -40,6 +42,7 @@ from gateway.auth.rbac.escalation import EscalationCheck
 from gateway.auth.security import Security, build_security
 from gateway.controllers.authconfig import publish_auth_configmap
 from gateway.controllers.events import EventReaper
+from gateway.controllers.flowcontrol import FlowControlConfig
 from gateway.controllers.namespaces import NamespaceController
 from gateway.controllers.rbac import AggregationController, PolicyController
 from gateway.endpoints.handlers import ResourceEndpoints, json_response
@@ -72,15 +75,20 @@ CACHES_HOOK = "poststarthook/generic-apiserver-start-informers"
 SYSTEM_NAMESPACES_HOOK = "poststarthook/start-system-namespaces-controller"
 RBAC_HOOK = "poststarthook/rbac/bootstrap-roles"
 AGGREGATION_HOOK = "poststarthook/rbac/aggregate-cluster-roles"
+APF_CONFIG_HOOK = "poststarthook/priority-and-fairness-config-producer"
 APISERVICE_REGISTRATION_HOOK = "poststarthook/apiservice-registration-controller"
 LOCAL_AVAILABLE_HOOK = "poststarthook/apiservice-status-local-available-controller"
 REMOTE_AVAILABLE_HOOK = "poststarthook/apiservice-status-remote-available-controller"
+DISCOVERY_HOOK = "poststarthook/apiservice-discovery-controller"
+OPENAPI_HOOK = "poststarthook/apiservice-openapi-controller"
 AUTOREGISTRATION_HOOK = "poststarthook/kube-apiserver-autoregistration"
 AUTH_INFO_HOOK = "poststarthook/start-cluster-authentication-info-controller"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
 POST_START_HOOKS = (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK, AGGREGATION_HOOK,
+                    APF_CONFIG_HOOK,
                     APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, REMOTE_AVAILABLE_HOOK,
-                    AUTOREGISTRATION_HOOK, AUTH_INFO_HOOK, CONTROLLERS_HOOK)
+                    DISCOVERY_HOOK, OPENAPI_HOOK, AUTOREGISTRATION_HOOK, AUTH_INFO_HOOK,
+                    CONTROLLERS_HOOK)
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
@@ -140,15 +148,21 @@ class Gateway:
         self.autoregistration = AutoRegistration(
             self.apiservices, self.registration, local_apiservices(self._local_group_versions()))
         self.discovery = Discovery(self.api_groups, self.registration.groups,
-                                   pinned=(APIREGISTRATION_GROUP,))
+                                   pinned=(APIREGISTRATION_GROUP,),
+                                   priorities=apiservice_priorities(self.registration))
         self.registration.on_change(self.discovery.invalidate)
         self.proxy = Proxy(self.clients, self.resolver, self.aggregator_metrics)
+        # aggregated discovery of remote APIServices, fetched in the background
+        self.discovery_manager = DiscoveryManager(self.discovery.store, self.clients,
+                                                  self.resolver)
+        self.registration.observe(self.discovery_manager.observe)
         self.registration.observe(
             lambda name, route, _obj: self.proxy.forget(name) if route is None else None)
         self.remote_availability = AvailabilityController(
             self.apiservices, self.core.store("services"), self.core.store("endpoints"),
             self.clients, self.resolver, self.aggregator_metrics)
-        self.openapi = OpenAPI(self.api_resources)
+        self.openapi = AggregatedOpenAPI(OpenAPI(self.api_resources), self.registration,
+                                         self.clients, self.resolver, self.proxy)
         self._install_non_resource_paths()
         self.aggregator_server = AggregatorServer(self.aggregator, self.registration,
                                                   proxy=self.proxy)
@@ -337,15 +351,19 @@ class Gateway:
             kind: self.core.store(kind.lower() + "s", RBAC_GROUP)
             for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")})
         aggregation = AggregationController(self.core.store("clusterroles", RBAC_GROUP))
+        apf = self._flow_control_config()
         work = {
             CACHES_HOOK: self.factory.start_caches,
             SYSTEM_NAMESPACES_HOOK: self._ensure_system_namespaces,
             RBAC_HOOK: lambda: _retrying(policy.ensure_all, "bootstrapping RBAC"),
             AGGREGATION_HOOK: lambda: _retrying(aggregation.aggregate,
                                                 "aggregating cluster roles"),
+            APF_CONFIG_HOOK: lambda: self._start_flow_control_config(apf),
             APISERVICE_REGISTRATION_HOOK: self._start_registration,
             LOCAL_AVAILABLE_HOOK: lambda: self._start(self.local_availability.run()),
             REMOTE_AVAILABLE_HOOK: lambda: self._start(self.remote_availability.run()),
+            DISCOVERY_HOOK: lambda: self._start(self.discovery_manager.run()),
+            OPENAPI_HOOK: lambda: self._start(self.openapi.run()),
             AUTOREGISTRATION_HOOK: self._autoregister,
             AUTH_INFO_HOOK: lambda: _retrying(
                 lambda: publish_auth_configmap(self.core.store("configmaps"), self.options),
@@ -357,6 +375,20 @@ class Gateway:
             self.hooks[name].set(True)
             log.debug("post-start hook finished", hook=name)
         log.info("gateway ready", storage=self.storage_description)
+
+    def _flow_control_config(self) -> FlowControlConfig:
+        group = "flowcontrol.apiserver.k8s.io"
+        stores = (self.core.store("flowschemas", group),
+                  self.core.store("prioritylevelconfigurations", group))
+        for store in stores:  # the upkeep reads its own writes from the caches
+            store.cacher.read_your_writes = True
+        return FlowControlConfig(*stores)
+
+    async def _start_flow_control_config(self, apf: FlowControlConfig) -> None:
+        """The mandatory APF objects, then the controller that keeps them and their status."""
+        await _retrying(apf.ensure_mandatory, "creating the mandatory APF configuration")
+        await _retrying(apf.sync_status, "writing FlowSchema conditions")
+        await self._start(apf.run())
 
     async def _start_controllers(self, policy: PolicyController,
                                  aggregation: AggregationController) -> None:

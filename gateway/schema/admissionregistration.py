@@ -130,3 +130,156 @@ define_kind(
                    "called for.", list_type="map", map_keys=["name"],
                    patch_strategy="merge", merge_key="name"),
 )
+
+
+# -- ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding ---------------------------
+
+
+def _atomic(schema: Schema) -> Schema:
+    """A struct that server-side apply replaces as a whole (+structType=atomic)."""
+    schema["x-kubernetes-map-type"] = "atomic"
+    return schema
+
+
+define(f"{V1}.NamedRuleWithOperations", _atomic(obj(
+    "Which operations on which resources (optionally which objects by name) a rule matches.",
+    apiGroups=array(string(), "The API groups of the resources; '*' for all, '' for the "
+                    "core group.", list_type="atomic"),
+    apiVersions=array(string(), "The API versions of the resources; '*' for all.",
+                      list_type="atomic"),
+    operations=array(string(enum=["*", "CONNECT", "CREATE", "DELETE", "UPDATE"]),
+                     "The operations: CREATE, UPDATE, DELETE, CONNECT, or '*' for all.",
+                     list_type="atomic"),
+    resourceNames=array(string(), "Names of the objects the rule matches; all when empty.",
+                        list_type="atomic"),
+    resources=array(string(), "The resources, optionally with a subresource such as "
+                    "'pods/status'; '*' and '*/*' match widely.", list_type="atomic"),
+    scope=string("Which objects match by scope: Cluster, Namespaced, or '*' (the default).",
+                 enum=["*", "Cluster", "Namespaced"]),
+)))
+define(f"{V1}.MatchResources", _atomic(obj(
+    "Which requests a policy or binding applies to: by namespace and object labels and by "
+    "resource rules, less the excluded ones.",
+    excludeResourceRules=array(adm("NamedRuleWithOperations"), "Rules of requests the "
+                               "policy must not apply to; exclusion wins over inclusion.",
+                               list_type="atomic"),
+    matchPolicy=string("Whether rules match only the exact group and version (Exact) or "
+                       "also other versions of the same resource (Equivalent, the default).",
+                       enum=["Equivalent", "Exact"]),
+    namespaceSelector=meta_ref("LabelSelector", "Which namespaces' objects match, by the "
+                               "namespace's labels; all when empty."),
+    objectSelector=meta_ref("LabelSelector", "Which objects match, by their own labels; all "
+                            "when empty."),
+    resourceRules=array(adm("NamedRuleWithOperations"), "Rules of requests the policy "
+                        "applies to; a request matching any rule matches.",
+                        list_type="atomic"),
+)))
+define(f"{V1}.ParamKind", _atomic(obj(
+    "The kind of the resource that parameterizes a policy.",
+    apiVersion=string("The API group and version of the parameter resource, such as "
+                      "app.example.com/v1."),
+    kind=string("The kind of the parameter resource, such as ConfigMap."),
+)))
+define(f"{V1}.Validation", obj(
+    "A CEL expression that a request must satisfy, and what to say when it does not.",
+    required=("expression",),
+    expression=string("The CEL expression; it sees object, oldObject, request, params, "
+                      "namespaceObject, variables and authorizer, and must return a bool."),
+    message=string("The message returned when the expression is false; one line."),
+    messageExpression=string("A CEL expression whose string result is returned when the "
+                             "validation fails; message is used when it fails."),
+    reason=string("The reason returned with a failure: Unauthorized, Forbidden (the "
+                  "default), Invalid or RequestEntityTooLarge."),
+))
+define(f"{V1}.AuditAnnotation", obj(
+    "An audit annotation a policy adds to the request's audit event.",
+    required=("key", "valueExpression"),
+    key=string("The annotation key; combined with the policy name into "
+               "<policy name>/<key>, which must be a qualified name."),
+    valueExpression=string("A CEL expression whose string result is the annotation value; "
+                           "no annotation when it is null."),
+))
+define(f"{V1}.Variable", _atomic(obj(
+    "A named CEL expression whose result other expressions of the policy use as "
+    "variables.<name>.",
+    required=("name", "expression"),
+    expression=string("The CEL expression computing the variable."),
+    name=string("The variable's name: a CEL identifier, unique in the policy."),
+)))
+define(f"{V1}.ExpressionWarning", obj(
+    "A type-checking warning about one expression of a policy.",
+    required=("fieldRef", "warning"),
+    fieldRef=string("The path to the expression's field, such as spec.validations[0]."
+                    "expression."),
+    warning=string("What type checking found."),
+))
+define(f"{V1}.TypeChecking", obj(
+    "The results of type checking a policy's expressions.",
+    expressionWarnings=array(adm("ExpressionWarning"), "The warnings, one per expression.",
+                             list_type="atomic"),
+))
+define(f"{V1}.ValidatingAdmissionPolicySpec", obj(
+    "What a policy checks and which requests it applies to.",
+    auditAnnotations=array(adm("AuditAnnotation"), "Annotations added to the audit event of "
+                           "a request the policy applies to (at most 20).",
+                           list_type="atomic"),
+    failurePolicy=string("What to do when the policy cannot be evaluated, or a binding "
+                         "refers to a missing parameter: Fail (the default) or Ignore.",
+                         enum=["Fail", "Ignore"]),
+    matchConditions=array(adm("MatchCondition"), "CEL conditions that must all hold for a "
+                          "request the constraints matched to be validated (at most 64).",
+                          list_type="map", map_keys=["name"], patch_strategy="merge",
+                          merge_key="name"),
+    matchConstraints=adm("MatchResources", "The resources the policy validates; a binding "
+                         "can only narrow them. resourceRules is required."),
+    paramKind=adm("ParamKind", "The kind of resource that parameterizes the policy; no "
+                  "parameters when left out."),
+    validations=array(adm("Validation"), "The CEL validations; a request must pass all of "
+                      "them.", list_type="atomic"),
+    variables=array(adm("Variable"), "Variables the other expressions may use, evaluated "
+                    "in order.", list_type="map", map_keys=["name"],
+                    patch_strategy="merge", merge_key="name"),
+))
+define(f"{V1}.ValidatingAdmissionPolicyStatus", obj(
+    "What the API server found about a policy.",
+    conditions=array(meta_ref("Condition"), "The policy's conditions.", list_type="map",
+                     map_keys=["type"]),
+    observedGeneration=integer("The generation the status describes.", format="int64"),
+    typeChecking=adm("TypeChecking", "The results of type checking the expressions."),
+))
+define_kind(
+    f"{V1}.ValidatingAdmissionPolicy", GROUP, "v1", "ValidatingAdmissionPolicy",
+    "A policy of CEL validations that requests must pass; it takes effect through its "
+    "bindings.",
+    spec=adm("ValidatingAdmissionPolicySpec", "What the policy checks."),
+    status=adm("ValidatingAdmissionPolicyStatus", "What the API server found about the "
+               "policy."),
+)
+define(f"{V1}.ParamRef", _atomic(obj(
+    "Which parameter objects a binding gives its policy: one by name, or those a selector "
+    "matches.",
+    name=string("The name of the parameter object; exclusive with selector."),
+    namespace=string("The namespace of the parameter objects; the request's namespace when "
+                     "left out and the parameter kind is namespaced."),
+    parameterNotFoundAction=string("What to do when no parameter object is found: Deny or "
+                                   "Allow. Required.", enum=["Allow", "Deny"]),
+    selector=meta_ref("LabelSelector", "The labels of the parameter objects; exclusive "
+                      "with name. An empty selector matches every object."),
+)))
+define(f"{V1}.ValidatingAdmissionPolicyBindingSpec", obj(
+    "Which policy a binding applies, with which parameters, to which requests, and how.",
+    matchResources=adm("MatchResources", "Narrows the requests the policy applies to; the "
+                       "policy's own constraints when left out."),
+    paramRef=adm("ParamRef", "The parameter objects of the policy."),
+    policyName=string("The name of the ValidatingAdmissionPolicy the binding applies. "
+                      "Required."),
+    validationActions=array(string(enum=["Audit", "Deny", "Warn"]), "What a failed "
+                            "validation does: Deny, Warn and/or Audit; Deny and Warn "
+                            "exclude each other. Required.", list_type="set"),
+))
+define_kind(
+    f"{V1}.ValidatingAdmissionPolicyBinding", GROUP, "v1",
+    "ValidatingAdmissionPolicyBinding",
+    "Binds a ValidatingAdmissionPolicy to parameters and narrows the requests it applies to.",
+    spec=adm("ValidatingAdmissionPolicyBindingSpec", "The policy, parameters and actions."),
+)

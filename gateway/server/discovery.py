@@ -1,9 +1,18 @@
 """API discovery: /api, /apis, /apis/<group>, /apis/<group>/<version>, and the aggregated
 discovery document (apidiscovery.k8s.io/v2) kubectl asks for first.
 
-The documents are built from the resources the servers installed, in installation order, and
-rebuilt only when that set changes. Aggregated documents carry a quoted ETag and answer 304 to
-a matching If-None-Match.
+The legacy documents are built from the resources the servers installed, in installation
+order, and rebuilt only when that set changes.
+
+The aggregated documents are a merge of per group version documents kept by a
+``DiscoveryStore``, fed by sources: the gateway's own servers (pulled), each backend of a
+remote APIService (pushed by gateway.aggregator.discovery), CRDs next. Each group version has
+a group priority (groupPriorityMinimum) and a version priority (versionPriority), those of
+its APIService, and a freshness (``Current``, or ``Stale`` when its backend could not be asked
+and the resources are the last ones known). Groups come by highest group priority, then name
+(apiregistration.k8s.io pinned first); versions by version priority, then kube's version
+order. Aggregated documents carry a quoted ETag (a hash of the body, so a backend's change
+makes a new one) and answer 304 to a matching If-None-Match.
 
 When the aggregator gives its registered groups (one entry per API group that has
 APIServices, in kube-aggregator's order, local and remote alike), the legacy documents follow
@@ -23,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.apimachinery import status
+from gateway.apimachinery.versions import version_rank
 from gateway.endpoints.negotiation import JSON
 from gateway.registry.resource import ResourceDef
 from gateway.storage.codec import dumps
@@ -131,15 +141,225 @@ def _aggregated_resource(resource: ResourceDef) -> dict[str, Any]:
     return entry
 
 
-def aggregated_list(groups: Iterable[GroupVersions], version: str) -> dict[str, Any]:
-    items = []
-    for group in groups:
-        versions = [{"version": v, "resources": [_aggregated_resource(r) for r in resources],
-                     "freshness": "Current"} for v, resources in group.versions.items()]
-        items.append({"metadata": {"name": group.name, "creationTimestamp": None},
-                      "versions": versions})
+EMPTY_KIND: dict[str, str] = {"group": "", "version": "", "kind": ""}
+
+
+def aggregated_list(groups: Iterable[tuple[str, list[VersionDocument]]],
+                    version: str) -> dict[str, Any]:
+    """The ``APIGroupDiscoveryList`` of merged groups (see ``DiscoveryStore.merged``)."""
+    items = [{"metadata": {"name": name, "creationTimestamp": None},
+              "versions": [document.entry() for document in documents]}
+             for name, documents in groups]
     return {"kind": "APIGroupDiscoveryList", "apiVersion": f"{AGGREGATED}/{version}",
             "metadata": {}, "items": items}
+
+
+# -- the aggregated discovery store ------------------------------------------------------------
+
+#: A version entry's freshness (apidiscovery v2 DiscoveryFreshness).
+CURRENT = "Current"
+STALE = "Stale"
+#: Priorities of a group version no APIService gives any (kube's defaults).
+DEFAULT_GROUP_PRIORITY = 1000
+DEFAULT_VERSION_PRIORITY = 15
+#: The group priority of a pinned group (apiregistration.k8s.io), above every other.
+PINNED_GROUP_PRIORITY = 20001
+#: Source ranks: where two sources give the same group version, the lower rank wins (kube's
+#: Aggregator 0 < Builtin 100 < CRD 200).
+AGGREGATOR_SOURCE = 0
+BUILTIN_SOURCE = 100
+CRD_SOURCE = 200
+
+@dataclass(frozen=True)
+class VersionDocument:
+    """What discovery says about one group version: its resources (apidiscovery v2
+    ``APIResourceDiscovery`` objects, as JSON), their freshness, and the priorities that place
+    it (None: its APIService's, else kube's defaults)."""
+
+    group: str
+    version: str
+    resources: tuple[dict[str, Any], ...] = ()
+    freshness: str = CURRENT
+    group_priority: int | None = None
+    version_priority: int | None = None
+
+    def entry(self) -> dict[str, Any]:
+        """The ``APIVersionDiscovery`` (resources omitted when there are none, as Go's
+        omitempty)."""
+        entry: dict[str, Any] = {"version": self.version}
+        if self.resources:
+            entry["resources"] = list(self.resources)
+        entry["freshness"] = self.freshness
+        return entry
+
+
+@dataclass(frozen=True)
+class _Placed:
+    document: VersionDocument
+    group_priority: int
+    version_priority: int
+
+
+#: Gives (groupPriorityMinimum, versionPriority) of a group version, None when unknown.
+Priorities = Callable[[str, str], "tuple[int, int] | None"]
+
+
+class DiscoveryStore:
+    """The group versions aggregated discovery lists, kept per source and merged on demand.
+
+    A source is either pulled (a callable giving its documents, asked again after
+    ``invalidate``: the gateway's own servers, whose groups change only with CRDs) or pushed
+    (``put``/``remove``: the documents fetched from backends). Where sources overlap on a group
+    version, the one of lowest rank wins. ``merged`` orders them as kube's aggregated
+    discovery handler does: groups by their highest group priority (then name), versions by
+    version priority (then kube's version order). Listeners are told after every change.
+    """
+
+    def __init__(self, priorities: Priorities | None = None,
+                 pinned: tuple[str, ...] = ()) -> None:
+        self._priorities = priorities or (lambda group, version: None)
+        self._pinned = set(pinned)
+        self._ranks: dict[str, int] = {}
+        self._pulled: dict[str, Callable[[], Iterable[VersionDocument]]] = {}
+        self._pushed: dict[str, dict[tuple[str, str], VersionDocument]] = {}
+        self._merged: list[tuple[str, list[_Placed]]] | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_source(self, name: str, rank: int,
+                   documents: Callable[[], Iterable[VersionDocument]] | None = None) -> None:
+        """A source, pulled from ``documents`` or, without it, pushed to."""
+        self._ranks[name] = rank
+        if documents is not None:
+            self._pulled[name] = documents
+        else:
+            self._pushed.setdefault(name, {})
+        self.invalidate()
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def invalidate(self) -> None:
+        """Merge again on the next read (a pulled source or the priorities changed)."""
+        self._merged = None
+        for listener in self._listeners:
+            listener()
+
+    def get(self, source: str, group: str, version: str) -> VersionDocument | None:
+        return self._pushed[source].get((group, version))
+
+    def put(self, source: str, document: VersionDocument) -> None:
+        documents = self._pushed[source]
+        key = (document.group, document.version)
+        if documents.get(key) != document:
+            documents[key] = document
+            self.invalidate()
+
+    def remove(self, source: str, group: str, version: str) -> None:
+        if self._pushed[source].pop((group, version), None) is not None:
+            self.invalidate()
+
+    # -- merging ------------------------------------------------------------------------------
+
+    def merged(self) -> list[tuple[str, list[VersionDocument]]]:
+        """Every group with its versions, in kube's aggregated discovery order."""
+        if self._merged is None:
+            self._merged = self._merge()
+        return [(name, [p.document for p in placed]) for name, placed in self._merged]
+
+    def _merge(self) -> list[tuple[str, list[_Placed]]]:
+        chosen: dict[tuple[str, str], tuple[int, VersionDocument]] = {}
+        for name in sorted(self._ranks, key=lambda n: self._ranks[n]):
+            pulled = self._pulled.get(name)
+            documents = pulled() if pulled is not None else self._pushed[name].values()
+            for document in documents:
+                chosen.setdefault((document.group, document.version),
+                                  (self._ranks[name], document))
+        groups: dict[str, list[_Placed]] = {}
+        for _, document in chosen.values():
+            groups.setdefault(document.group, []).append(self._placed(document))
+        for placed in groups.values():
+            placed.sort(key=lambda p: (-p.version_priority, version_rank(p.document.version)))
+        return sorted(groups.items(),
+                      key=lambda item: (-max(p.group_priority for p in item[1]), item[0]))
+
+    def _placed(self, document: VersionDocument) -> _Placed:
+        known = self._priorities(document.group, document.version)
+        group_priority, version_priority = known or (DEFAULT_GROUP_PRIORITY,
+                                                     DEFAULT_VERSION_PRIORITY)
+        if document.group_priority is not None:
+            group_priority = document.group_priority
+        if document.version_priority is not None:
+            version_priority = document.version_priority
+        if document.group in self._pinned:
+            group_priority = PINNED_GROUP_PRIORITY
+        return _Placed(document, group_priority, version_priority)
+
+
+def local_documents(groups: Iterable[GroupVersions]) -> list[VersionDocument]:
+    """The documents of groups the gateway serves itself."""
+    return [VersionDocument(group.name, version,
+                            tuple(_aggregated_resource(r) for r in resources))
+            for group in groups for version, resources in group.versions.items()]
+
+
+def resources_from_legacy(resource_list: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """An ``APIResourceList``'s resources as aggregated discovery lists them (kube's
+    ConvertGroupVersionIntoToDiscovery): subresources ("<resource>/<sub>") go under their
+    resource, one made up for a subresource without one."""
+    resources: dict[str, dict[str, Any]] = {}
+    listed = [r for r in resource_list.get("resources") or [] if isinstance(r, dict)]
+    for item in listed:
+        name = item.get("name", "")
+        if "/" in name:
+            continue
+        entry: dict[str, Any] = {
+            "resource": name,
+            "responseKind": {"group": item.get("group", ""), "version": item.get("version", ""),
+                             "kind": item.get("kind", "")},
+            "scope": "Namespaced" if item.get("namespaced") else "Cluster",
+            "singularResource": item.get("singularName", ""),
+            "verbs": list(item.get("verbs") or []),
+        }
+        if item.get("shortNames"):
+            entry["shortNames"] = list(item["shortNames"])
+        if item.get("categories"):
+            entry["categories"] = list(item["categories"])
+        resources[name] = entry
+    for item in listed:
+        parent, slash, sub = item.get("name", "").partition("/")
+        if not slash:
+            continue
+        scope = "Namespaced" if item.get("namespaced") else "Cluster"
+        entry = resources.setdefault(parent, {"resource": parent, "responseKind": EMPTY_KIND,
+                                              "scope": scope, "singularResource": "",
+                                              "verbs": []})
+        if entry["scope"] != scope:
+            raise ValueError(f"Error: Parent {parent} (scope: {entry['scope']}) and "
+                             f"subresource {sub} (scope: {scope}) scope do not match")
+        kind = EMPTY_KIND if not item.get("kind") else {
+            "group": item.get("group", ""), "version": item.get("version", ""),
+            "kind": item["kind"]}
+        entry.setdefault("subresources", []).append(
+            {"subresource": sub, "responseKind": kind, "verbs": list(item.get("verbs") or [])})
+    return tuple(resources.values())
+
+
+def resources_from_aggregated(version: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """A backend's ``APIVersionDiscovery`` resources, a missing responseKind made an empty one
+    (as kube does, so that older clients do not trip on it)."""
+    out = []
+    for resource in version.get("resources") or []:
+        if not isinstance(resource, dict):
+            continue
+        resource = dict(resource)
+        if not resource.get("responseKind"):
+            resource["responseKind"] = EMPTY_KIND
+        if resource.get("subresources"):
+            resource["subresources"] = [
+                {**sub, "responseKind": sub.get("responseKind") or EMPTY_KIND}
+                for sub in resource["subresources"] if isinstance(sub, dict)]
+        out.append(resource)
+    return tuple(out)
 
 
 def _wants_aggregated(request: web.BaseRequest) -> str:
@@ -155,18 +375,30 @@ def _wants_aggregated(request: web.BaseRequest) -> str:
 
 
 class Discovery:
-    """Serves discovery for a set of API groups that can change (CRDs, APIServices)."""
+    """Serves discovery for a set of API groups that can change (CRDs, APIServices).
+
+    The aggregated documents come from ``store``: the gateway's own groups are its built-in
+    source (placed by ``priorities``, their APIServices'), and other sources (backends, CRDs)
+    add theirs; any change there makes a new document and ETag.
+    """
+
+    LOCAL_SOURCE = "local"
 
     def __init__(self, groups: Callable[[], list[GroupVersions]],
                  registered: Callable[[], list[RegisteredGroup]] | None = None,
-                 pinned: tuple[str, ...] = ()) -> None:
+                 pinned: tuple[str, ...] = (), priorities: Priorities | None = None) -> None:
         self._groups = groups
         self._registered = registered
         self._pinned = pinned
         self._cache: dict[str, tuple[bytes, str]] = {}
+        self.store = DiscoveryStore(priorities, pinned)
+        self.store.on_change(self._cache.clear)
+        self.store.add_source(self.LOCAL_SOURCE, BUILTIN_SOURCE,
+                              lambda: local_documents(self._groups()))
 
     def invalidate(self) -> None:
-        self._cache.clear()
+        """The served groups or the APIServices changed."""
+        self.store.invalidate()  # clears the documents too
 
     def _document(self, key: str, build: Callable[[], Any]) -> tuple[bytes, str]:
         cached = self._cache.get(key)
@@ -178,10 +410,10 @@ class Discovery:
 
     def _aggregated(self, request: web.BaseRequest, legacy: bool,
                     version: str) -> web.Response:
-        groups = [g for g in self._groups() if (g.name == "") == legacy]
-        body, etag = self._document(f"agg/{legacy}/{version}",
-                                    lambda: aggregated_list(groups, version))
-        headers = {"ETag": etag, "Vary": "Accept",
+        body, etag = self._document(f"agg/{legacy}/{version}", lambda: aggregated_list(
+            [(name, documents) for name, documents in self.store.merged()
+             if (name == "") == legacy], version))
+        headers = {"ETag": etag, "Vary": "Accept", "Cache-Control": "public",
                    "Content-Type": f"{JSON};g={AGGREGATED};v={version};as=APIGroupDiscoveryList"}
         if etag in request.headers.get("If-None-Match", ""):
             return web.Response(status=304, headers=headers)

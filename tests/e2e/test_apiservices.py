@@ -225,7 +225,7 @@ def test_a_service_without_a_port_is_reached_on_443(api):
     assert code == 201, created
     assert created["spec"]["service"]["port"] == 443
     assert created["spec"]["caBundle"] == "aGVsbG8="
-    assert "status" not in created  # a remote APIService starts with no condition
+    assert created["status"] == {}  # a remote APIService starts with no condition
     api.delete(f"{APISERVICES}/v1.{group}")
 
 
@@ -318,23 +318,37 @@ def test_kubectl_apply_describe_patch_delete(gateway, tmp_path):
     manifest.write_text(yaml.safe_dump(body))
     out = gateway.kubectl("apply", "-f", str(manifest)).stdout
     assert out == f"apiservice.{GROUP}/{name} created\n"
-    body["spec"]["versionPriority"] = 11
-    manifest.write_text(yaml.safe_dump(body))
-    out = gateway.kubectl("apply", "-f", str(manifest)).stdout
-    assert out == f"apiservice.{GROUP}/{name} configured\n"
-    row = gateway.kubectl("get", "apiservice", name, "--no-headers").stdout.split()
-    assert row[:3] == [name, "kube-system/api", "Unknown"]
-    gateway.kubectl("patch", "apiservice", name, "--type=merge", "-p",
-                    '{"spec":{"groupPriorityMinimum":150}}')
-    gateway.kubectl("label", "apiservice", name, "tier=test")
-    got = json.loads(gateway.kubectl("get", "apiservice", name, "-o", "json").stdout)
-    assert (got["spec"]["versionPriority"], got["spec"]["groupPriorityMinimum"]) == (11, 150)
-    assert got["metadata"]["labels"] == {"tier": "test"}
-    described = gateway.kubectl("describe", "apiservice", name).stdout
-    assert re.search(r"Insecure Skip TLS Verify:\s+true\n", described), described
-    assert re.search(r"Service:\n\s+Name:\s+api\n\s+Namespace:\s+kube-system\n"
-                     r"\s+Port:\s+443\n", described), described
-    out = gateway.kubectl("delete", "apiservice", name).stdout
+    try:
+        body["spec"]["versionPriority"] = 11
+        manifest.write_text(yaml.safe_dump(body))
+        out = gateway.kubectl("apply", "-f", str(manifest)).stdout
+        assert out == f"apiservice.{GROUP}/{name} configured\n"
+
+        # kube-system/api does not exist: the remote availability controller says so
+        def not_found() -> list[str]:
+            row = gateway.kubectl("get", "apiservice", name, "--no-headers").stdout.split()
+            assert row[:4] == [name, "kube-system/api", "False", "(ServiceNotFound)"], row
+            return row
+
+        eventually(not_found, what="AVAILABLE False (ServiceNotFound)")
+        gateway.kubectl("patch", "apiservice", name, "--type=merge", "-p",
+                        '{"spec":{"groupPriorityMinimum":150}}')
+        gateway.kubectl("label", "apiservice", name, "tier=test")
+        got = json.loads(gateway.kubectl("get", "apiservice", name, "-o", "json").stdout)
+        assert (got["spec"]["versionPriority"], got["spec"]["groupPriorityMinimum"]) == (
+            11, 150)
+        assert got["metadata"]["labels"] == {"tier": "test"}
+        [condition] = got["status"]["conditions"]
+        assert {k: v for k, v in condition.items() if k != "lastTransitionTime"} == {
+            "type": "Available", "status": "False", "reason": "ServiceNotFound",
+            "message": 'service/api in "kube-system" is not present'}, condition
+        described = gateway.kubectl("describe", "apiservice", name).stdout
+        assert re.search(r"Insecure Skip TLS Verify:\s+true\n", described), described
+        assert re.search(r"Service:\n\s+Name:\s+api\n\s+Namespace:\s+kube-system\n"
+                         r"\s+Port:\s+443\n", described), described
+        assert re.search(r"Reason:\s+ServiceNotFound\n", described), described
+    finally:
+        out = gateway.kubectl("delete", "apiservice", name).stdout
     assert out == f'apiservice.{GROUP} "{name}" deleted\n'
 
 
@@ -356,17 +370,40 @@ def test_a_remote_group_is_discovered_in_kubes_order_and_answered_503(gateway, a
     for body in made:
         code, created = api.post(APISERVICES, body)
         assert code == 201, created
+    try:
+        _remote_group_checks(gateway, api, group, other, made)
+    finally:
+        for body in made:
+            api.delete(f"{APISERVICES}/{body['metadata']['name']}")
 
+    def forgotten() -> bool:
+        names = group_names(api)
+        assert group not in names and other not in names, names
+        return True
+
+    eventually(forgotten, what="the remote groups leaving /apis")
+    # no APIService, no route: the path is nobody's
+    expect_status(api.get(f"/apis/{group}/v1/flunders"), 404, "NotFound",
+                  message="the server could not find the requested resource")
+    assert api.get(f"/apis/{group}")[0] == 404
+
+
+def _remote_group_checks(gateway: GatewayProcess, api: API, group: str, other: str,
+                         made: list[dict[str, Any]]) -> None:
     def listed() -> list[str]:
         names = group_names(api)
         assert group in names and other in names, names
         return names
 
     names = eventually(listed, what="the remote groups in /apis")
-    assert names == [
+    # among the groups this test knows (the gateway may serve more built-in groups; they
+    # take their places by their own priorities)
+    expected = [
         "apiregistration.k8s.io", "authentication.k8s.io", "authorization.k8s.io", group,
         "rbac.authorization.k8s.io", other, "admissionregistration.k8s.io",
         "coordination.k8s.io", "discovery.k8s.io"]
+    assert names[0] == "apiregistration.k8s.io", names
+    assert [n for n in names if n in expected] == expected, names
     code, doc = api.get(f"/apis/{group}")
     assert code == 200
     versions = [{"groupVersion": f"{group}/{v}", "version": v}
@@ -388,20 +425,24 @@ def test_a_remote_group_is_discovered_in_kubes_order_and_answered_503(gateway, a
     # until a backend answers, the gateway's aggregated discovery has nothing for it
     assert f"{group}/v1" not in gateway.kubectl("api-versions").stdout.split()
 
-    for body in made:
-        code, _ = api.delete(f"{APISERVICES}/{body['metadata']['name']}")
-        assert code == 200
+    # and the remote availability controller says why: the Services are not there
+    names = [body["metadata"]["name"] for body in made]
 
-    def forgotten() -> bool:
-        names = group_names(api)
-        assert group not in names and other not in names, names
+    def service_not_found() -> bool:
+        out = gateway.kubectl("get", "apiservices", *names, "--no-headers").stdout
+        rows = {line.split()[0]: line.split()[1:4] for line in out.splitlines()}
+        for body in made:
+            service = body["spec"]["service"]
+            assert rows[body["metadata"]["name"]] == [
+                f"default/{service['name']}", "False", "(ServiceNotFound)"], out
         return True
 
-    eventually(forgotten, what="the remote groups leaving /apis")
-    # no APIService, no route: the path is nobody's
-    expect_status(api.get(f"/apis/{group}/v1/flunders"), 404, "NotFound",
-                  message="the server could not find the requested resource")
-    assert api.get(f"/apis/{group}")[0] == 404
+    eventually(service_not_found, what="AVAILABLE False (ServiceNotFound)")
+    for body in made:
+        code, obj = api.get(f"{APISERVICES}/{body['metadata']['name']}")
+        [condition] = obj["status"]["conditions"]
+        assert condition["message"] == (
+            f'service/{body["spec"]["service"]["name"]} in "default" is not present'), condition
 
 
 def test_a_local_group_version_taken_over_by_a_remote_apiservice(gateway, api):
@@ -446,18 +487,28 @@ def test_autoregistration_at_start(workdir):
         assert api.delete(f"{APISERVICES}/v1.discovery.k8s.io")[0] == 200
         eventually(lambda: api.get(f"{APISERVICES}/v1.discovery.k8s.io")[0] == 200,
                    what="v1.discovery.k8s.io created again")
-        code, current = api.get(f"{APISERVICES}/v1.discovery.k8s.io")
-        current["metadata"]["labels"] = {}
-        current["spec"]["service"] = nowhere()
-        current["spec"]["insecureSkipTLSVerify"] = True
-        code, updated = api.put(f"{APISERVICES}/v1.discovery.k8s.io", current)
-        assert code == 200, updated
-        # the Local condition stays until a status write says otherwise
+        missing = nowhere()
+
+        def take_over(obj: dict) -> None:
+            obj["metadata"]["labels"] = {}
+            obj["spec"]["service"] = missing
+            obj["spec"]["insecureSkipTLSVerify"] = True
+
+        updated = update_with_retry(api, f"{APISERVICES}/v1.discovery.k8s.io", take_over)
+        # an update of the object keeps its status: still Local ...
         assert updated["status"]["conditions"][0]["reason"] == "Local"
-        updated["status"]["conditions"] = [{"type": "Available", "status": "False",
-                                            "reason": "Test", "message": "not there"}]
-        code, marked = api.put(f"{APISERVICES}/v1.discovery.k8s.io/status", updated)
-        assert code == 200, marked
+
+        # ... until the remote availability controller writes what it found
+        def service_not_found() -> bool:
+            code, obj = api.get(f"{APISERVICES}/v1.discovery.k8s.io")
+            assert code == 200, obj
+            [condition] = obj["status"]["conditions"]
+            assert (condition["status"], condition["reason"], condition["message"]) == (
+                "False", "ServiceNotFound",
+                f'service/{missing["name"]} in "default" is not present'), condition
+            return True
+
+        eventually(service_not_found, what="v1.discovery.k8s.io False (ServiceNotFound)")
     finally:
         gw.stop()
 
@@ -468,7 +519,9 @@ def test_autoregistration_at_start(workdir):
         assert coordination["spec"]["versionPriority"] == 15
         assert api.get(f"{APISERVICES}/v1.gone.example.com")[0] == 404
         code, discovery = api.get(f"{APISERVICES}/v1.discovery.k8s.io")
-        assert discovery["spec"]["service"]["namespace"] == "default"
+        assert discovery["spec"]["service"] == {**missing, "port": 443}
+        row = gw.kubectl("get", "apiservice", "v1.discovery.k8s.io", "--no-headers").stdout
+        assert row.split()[1:4] == [f"default/{missing['name']}", "False", "(ServiceNotFound)"]
         # it was never seen available: the gateway is not ready, and says why
         assert gw.request("GET", "/readyz/autoregister-completion") == (
             500, b"internal server error: missing APIService: [v1.discovery.k8s.io]\n")

@@ -1,0 +1,635 @@
+"""The aggregator's proxy path against nginx doing the same job, in the same run.
+
+One small GET (a Flunder of about 500 bytes) is sent over keep-alive HTTPS
+
+  (a) to the backend directly,
+  (b) through nginx set up as an mTLS reverse proxy the way the gateway is one (bearer token
+      checked, X-Remote-User/-Group and X-Forwarded-* set, the front-proxy client certificate
+      shown to the backend, the backend's certificate verified for api.wardle.svc against its
+      CA, keep-alive upstream connections; one worker),
+  (c) through the gateway (one ``gateway serve`` process; the token user authorized by RBAC,
+      the backend registered by a Service, Endpoints and an APIService),
+
+with wrk for throughput and latency at a fixed number of connections, then at a fixed rate of
+half the gateway's peak with an open-loop generator (latency counted from when each request
+was due, so a stall is not hidden). The backend is nginx too (one worker, a fixed body), so
+it is never the bottleneck.
+
+    python bench/proxy.py [--seconds 10] [--connections 16] [--rounds 3] [--no-pin]
+
+Targets: c/b >= 0.75 in throughput; p99 added latency (c - a) <= 2 ms at half the gateway's
+peak. Needs nginx and wrk (``apt-get install -y nginx wrk``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml
+
+from tests.support.certs import CLIENT_AUTH, SERVER_AUTH, Issuer, Pair, issue_pair, pem
+from tests.support.gateway import GatewayProcess, free_port, token_gateway
+
+GROUP, VERSION = "wardle.example.com", "v1alpha1"
+SERVICE, NAMESPACE = "api", "wardle"
+SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
+APISERVICE = f"{VERSION}.{GROUP}"
+PATH = f"/apis/{GROUP}/{VERSION}/namespaces/default/flunders/one"
+TOKEN = "bench-proxy-token-0123456789abcdef"
+USER, USER_GROUP = "bench", "bench-readers"
+
+#: The document the backend answers with: a Flunder of about 500 bytes.
+FLUNDER = json.dumps({
+    "apiVersion": f"{GROUP}/{VERSION}", "kind": "Flunder",
+    "metadata": {"name": "one", "namespace": "default", "uid":
+                 "6b1f3c9e-2d4a-4f7b-9c1e-0a2b3c4d5e6f", "resourceVersion": "12345",
+                 "generation": 1, "creationTimestamp": "2024-01-01T00:00:00Z",
+                 "labels": {"app": "bench", "tier": "backend"},
+                 "annotations": {"example.com/note": "a small object, as most gets are"}},
+    "spec": {"reference": "two", "referenceType": "Flunder",
+             "description": "x" * 120},
+    "status": {},
+}, separators=(",", ":"))
+#: Discovery of the group version, for the gateway's availability check.
+RESOURCE_LIST = json.dumps({
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
+    "resources": [{"name": "flunders", "singularName": "flunder", "namespaced": True,
+                   "kind": "Flunder", "verbs": ["get", "list"], "shortNames": ["fl"]}],
+}, separators=(",", ":"))
+
+
+NOT_FOUND = '{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}'
+
+
+# -- certificates -----------------------------------------------------------------------------
+
+
+@dataclass
+class PKI:
+    front_proxy_ca: Path  # what the backend trusts for client certificates
+    front_proxy_client: Pair  # what (b) and (c) show the backend
+    backend_ca: Path  # the APIService's caBundle; (b)'s proxy_ssl_trusted_certificate
+    backend_serving: Pair  # names api.wardle.svc
+    proxy_serving: Pair  # (b)'s serving certificate
+
+    @classmethod
+    def make(cls, out: Path) -> PKI:
+        front = Issuer.new("bench-front-proxy-ca")
+        backend = Issuer.new(f"{SERVER_NAME}-ca")
+        edge = Issuer.new("bench-edge-ca")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "front-proxy-ca.crt").write_bytes(pem(front.cert))
+        (out / "backend-ca.crt").write_bytes(pem(backend.cert))
+        return cls(
+            front_proxy_ca=out / "front-proxy-ca.crt",
+            front_proxy_client=issue_pair(out, "front-proxy-client", "front-proxy-client",
+                                          front, usages=(CLIENT_AUTH,)),
+            backend_ca=out / "backend-ca.crt",
+            backend_serving=issue_pair(out, "backend-serving", SERVER_NAME, backend,
+                                       usages=(SERVER_AUTH,),
+                                       sans=(SERVER_NAME, f"{SERVICE}.{NAMESPACE}",
+                                             "localhost", "127.0.0.1")),
+            proxy_serving=issue_pair(out, "proxy-serving", "localhost", edge,
+                                     usages=(SERVER_AUTH,), sans=("localhost", "127.0.0.1")),
+        )
+
+
+# -- processes and CPUs -----------------------------------------------------------------------
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (nginx's master and its worker)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            with suppress(OSError):
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def pin(pid: int | None, cpus: set[int] | None) -> None:
+    """Every thread of ``pid`` and of its children on ``cpus`` (None: leave them be)."""
+    if pid is None or not cpus:
+        return
+    for proc in process_tree(pid):
+        for task in Path(f"/proc/{proc}/task").glob("*"):
+            with suppress(OSError):
+                os.sched_setaffinity(int(task.name), cpus)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` and its children so far."""
+    total = 0.0
+    for proc in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def wait_listening(port: int, proc: subprocess.Popen, log: Path, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}: {log.read_text()[-2000:]}")
+
+
+# -- nginx ------------------------------------------------------------------------------------
+
+
+def nginx_main(workdir: Path, http: str) -> str:
+    temp = "\n".join(f"  {kind}_temp_path {workdir}/{kind}_temp;"
+                     for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    return f"""{user}daemon off;
+master_process on;
+worker_processes 1;
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+  ssl_protocols TLSv1.2 TLSv1.3;
+{temp}
+{http}
+}}
+"""
+
+
+def backend_http(pki: PKI, mtls_port: int, plain_port: int) -> str:
+    """The backend: mTLS against the front-proxy CA on ``mtls_port``, as an extension
+    apiserver; the same document without a client certificate on ``plain_port``, for wrk
+    (which cannot present one) in row (a)."""
+    locations = f"""    default_type application/json;
+    location = {PATH} {{ return 200 '{FLUNDER}'; }}
+    location = /apis/{GROUP}/{VERSION} {{ return 200 '{RESOURCE_LIST}'; }}
+    location / {{ return 404 '{NOT_FOUND}'; }}"""
+    serving = (f"    ssl_certificate {pki.backend_serving.cert};\n"
+               f"    ssl_certificate_key {pki.backend_serving.key};")
+    return f"""  server {{
+    listen 127.0.0.1:{mtls_port} ssl;
+{serving}
+    ssl_client_certificate {pki.front_proxy_ca};
+    ssl_verify_client on;
+{locations}
+  }}
+  server {{
+    listen 127.0.0.1:{plain_port} ssl;
+{serving}
+{locations}
+  }}"""
+
+
+def proxy_http(pki: PKI, port: int, backend_port: int) -> str:
+    """(b): what the gateway does for this request, in nginx's words."""
+    return f"""  map $http_authorization $bench_authorized {{
+    "Bearer {TOKEN}" 1;
+    default 0;
+  }}
+  upstream wardle {{
+    server 127.0.0.1:{backend_port};
+    keepalive 32;
+  }}
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {pki.proxy_serving.cert};
+    ssl_certificate_key {pki.proxy_serving.key};
+    location / {{
+      if ($bench_authorized = 0) {{ return 401; }}
+      proxy_pass https://wardle;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "";
+      proxy_set_header X-Remote-User {USER};
+      proxy_set_header X-Remote-Group {USER_GROUP};
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto https;
+      proxy_set_header X-Forwarded-Uri $request_uri;
+      proxy_set_header Audit-ID $request_id;
+      proxy_ssl_certificate {pki.front_proxy_client.cert};
+      proxy_ssl_certificate_key {pki.front_proxy_client.key};
+      proxy_ssl_trusted_certificate {pki.backend_ca};
+      proxy_ssl_verify on;
+      proxy_ssl_name {SERVER_NAME};
+      proxy_ssl_server_name on;
+      proxy_ssl_protocols TLSv1.2 TLSv1.3;
+      proxy_ssl_session_reuse on;
+    }}
+  }}"""
+
+
+class Nginx:
+    def __init__(self, workdir: Path, http: str, port: int) -> None:
+        self.workdir, self.port = workdir, port
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.conf = workdir / "nginx.conf"
+        self.conf.write_text(nginx_main(workdir, http))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Nginx:
+        log = self.workdir / "error.log"
+        check = subprocess.run(["nginx", "-t", "-q", "-p", str(self.workdir), "-e", str(log),
+                                "-c", str(self.conf)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"nginx -t: {check.stderr}\n{self.conf.read_text()}")
+        self.proc = subprocess.Popen(["nginx", "-p", str(self.workdir), "-e", str(log),
+                                      "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        wait_listening(self.port, self.proc, log)
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+# -- the gateway ------------------------------------------------------------------------------
+
+
+def manifests(pki: PKI, backend_port: int) -> list[dict]:
+    """What a platform team applies: the backend's Service, Endpoints and APIService, and
+    read access to flunders for the benchmark's user."""
+    import base64
+
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+         "spec": {"type": "ClusterIP", "ports": [{"name": "https", "port": 443,
+                                                  "protocol": "TCP",
+                                                  "targetPort": backend_port}]}},
+        {"apiVersion": "v1", "kind": "Endpoints",
+         "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+         "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                      "ports": [{"name": "https", "port": backend_port, "protocol": "TCP"}]}]},
+        {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+         "metadata": {"name": APISERVICE},
+         "spec": {"group": GROUP, "version": VERSION,
+                  "service": {"namespace": NAMESPACE, "name": SERVICE, "port": 443},
+                  "caBundle": base64.b64encode(pki.backend_ca.read_bytes()).decode(),
+                  "groupPriorityMinimum": 1000, "versionPriority": 15}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "flunder-reader"},
+         "rules": [{"apiGroups": [GROUP], "resources": ["flunders"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "bench-flunder-reader"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "flunder-reader"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": USER}]},
+    ]
+
+
+def start_gateway(workdir: Path, pki: PKI, backend_port: int) -> GatewayProcess:
+    proc = token_gateway(workdir, f"{TOKEN},{USER},bench-uid,{USER_GROUP}\n",
+                         "--enable-aggregator-routing",
+                         "--proxy-client-cert-file", str(pki.front_proxy_client.cert),
+                         "--proxy-client-key-file", str(pki.front_proxy_client.key)).start()
+    proc.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests(pki, backend_port)))
+    deadline = time.monotonic() + 60
+    while True:
+        code, body = proc.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/"
+                                         f"{APISERVICE}")
+        conditions = json.loads(body).get("status", {}).get("conditions", []) \
+            if code == 200 else []
+        if any(c["type"] == "Available" and c["status"] == "True" for c in conditions):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"APIService not Available: {conditions}\n{proc.log()}")
+        time.sleep(0.2)
+    return proc
+
+
+# -- load -------------------------------------------------------------------------------------
+
+
+def unverified() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    return ctx
+
+
+def check_answers(port: int, token: bool) -> None:
+    """One request as the load will send it: 200 and the backend's document."""
+    headers = {"Authorization": f"Bearer {TOKEN}"} if token else {}
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            req = urllib.request.Request(f"https://127.0.0.1:{port}{PATH}", headers=headers)
+            with urllib.request.urlopen(req, context=unverified(), timeout=10) as resp:
+                body = resp.read()
+            if json.loads(body) == json.loads(FLUNDER):
+                return
+            raise AssertionError(body[:300])
+        except urllib.error.HTTPError as err:  # RBAC or routing may lag the apply a moment
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{port}: {err.code} {err.read()[:300]!r}") from None
+            time.sleep(0.2)
+
+
+@dataclass
+class Result:
+    rps: float
+    p50: float  # seconds
+    p99: float
+    errors: int = 0
+    cpu: float | None = None  # the measured server's CPU use, in cores
+    extra: dict = field(default_factory=dict)
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+def _duration(text: str) -> float:
+    number, unit = re.fullmatch(r"([0-9.]+)([a-z]+)", text).groups()
+    return float(number) * _UNITS[unit]
+
+
+def parse_wrk(out: str) -> Result:
+    percentiles = {int(p): _duration(v) for p, v in
+                   re.findall(r"^\s+(50|75|90|99)%\s+(\S+)", out, re.M)}
+    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))
+    errors = 0
+    if match := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
+        errors += int(match.group(1))
+    if match := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), "
+                          r"timeout (\d+)", out):
+        errors += sum(int(g) for g in match.groups())
+    return Result(rps, percentiles[50], percentiles[99], errors,
+                  extra={"p75": percentiles[75], "p90": percentiles[90]})
+
+
+def wrk(port: int, seconds: float, connections: int, token: bool, cpus: set[int] | None,
+        server_pid: int | None) -> Result:
+    args = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency"]
+    if token:
+        args += ["-H", f"Authorization: Bearer {TOKEN}"]
+    args.append(f"https://127.0.0.1:{port}{PATH}")
+    before, started = (cpu_seconds(server_pid) if server_pid else 0.0), time.monotonic()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed: {done.stderr}{done.stdout}")
+    result = parse_wrk(done.stdout)
+    if server_pid:
+        result.cpu = (cpu_seconds(server_pid) - before) / (time.monotonic() - started)
+    return result
+
+
+async def paced(port: int, rate: float, seconds: float, connections: int, token: bool,
+                server_pid: int | None) -> Result:
+    """An open-loop load (as wrk2): request i is due at start + i/rate and goes out on the
+    next idle keep-alive connection; its latency runs from when it was due to the end of its
+    response, so time spent waiting for a connection counts."""
+    head = (f"GET {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n" +
+            (f"Authorization: Bearer {TOKEN}\r\n" if token else "") + "\r\n").encode()
+    due: asyncio.Queue[float | None] = asyncio.Queue()
+    latencies: list[float] = []
+    errors = [0]
+    context = unverified()
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context,
+                                                       limit=2**20)
+        try:
+            while (when := await due.get()) is not None:
+                writer.write(head)
+                raw = await reader.readuntil(b"\r\n\r\n")
+                if not raw.startswith(b"HTTP/1.1 200"):
+                    errors[0] += 1
+                length = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", raw)
+                if length is None:
+                    raise RuntimeError(f"no Content-Length: {raw[:300]!r}")
+                await reader.readexactly(int(length.group(1)))
+                latencies.append(time.perf_counter() - when)
+        finally:
+            writer.close()
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(connections)]
+    await asyncio.sleep(0.2)  # connected
+    total = int(rate * seconds)
+    before = cpu_seconds(server_pid) if server_pid else 0.0
+    start = time.perf_counter()
+    sent = 0
+    while sent < total:
+        now = time.perf_counter()
+        while sent < total and start + sent / rate <= now:
+            due.put_nowait(start + sent / rate)
+            sent += 1
+        await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter()))
+    for _ in workers:
+        due.put_nowait(None)
+    await asyncio.gather(*workers)
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    cpu = (cpu_seconds(server_pid) - before) if server_pid else None
+    return summarize([(latencies, errors[0], elapsed, cpu)])
+
+
+def summarize(parts: list[tuple[list[float], int, float, float | None]]) -> Result:
+    """Rounds of ``paced`` (latencies, errors, seconds, server CPU seconds) as one result."""
+    latencies = sorted(x for part in parts for x in part[0])
+    elapsed = sum(part[2] for part in parts)
+    cpu = None if parts[0][3] is None else sum(part[3] for part in parts) / elapsed
+    return Result(len(latencies) / elapsed, latencies[len(latencies) // 2],
+                  latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+                  sum(part[1] for part in parts), cpu,
+                  extra={"parts": [(part[0], part[1], part[2], part[3]) for part in parts]})
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    label: str
+    port: int
+    token: bool
+    server_pid: int  # what (a), (b), (c) each measure: the backend, nginx, the gateway
+    others: list[int]  # processes that are not measured (the backend behind b and c)
+
+
+@dataclass
+class Bench:
+    pki: PKI
+    backend: Nginx
+    backend_plain_port: int
+    proxy: Nginx
+    gateway: GatewayProcess
+    targets: dict[str, Target]
+
+
+@asynccontextmanager
+async def running(tmp: Path):
+    """Everything started, in ``tmp``; stopped on exit."""
+    pki = PKI.make(tmp / "pki")
+    mtls_port, plain_port, proxy_port = free_port(), free_port(), free_port()
+    async with AsyncExitStack() as stack:
+        backend = Nginx(tmp / "backend", backend_http(pki, mtls_port, plain_port),
+                        mtls_port).start()
+        stack.callback(backend.stop)
+        proxy = Nginx(tmp / "proxy", proxy_http(pki, proxy_port, mtls_port), proxy_port).start()
+        stack.callback(proxy.stop)
+        gateway = start_gateway(tmp / "gateway", pki, mtls_port)
+        stack.callback(gateway.stop)
+        assert backend.pid and proxy.pid and gateway.proc
+        targets = {
+            "a": Target("(a) backend directly", plain_port, False, backend.pid, []),
+            "b": Target("(b) nginx mTLS proxy", proxy_port, True, proxy.pid, [backend.pid]),
+            "c": Target("(c) gateway", gateway.port, True, gateway.proc.pid, [backend.pid]),
+        }
+        for target in targets.values():
+            check_answers(target.port, target.token)
+        yield Bench(pki, backend, plain_port, proxy, gateway, targets)
+
+
+def cpu_plan(no_pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """(the measured server's CPU, everyone else's): the last CPU for the server, the rest for
+    the load generator and the backend behind a proxy; no pinning on one CPU or when asked."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if no_pin or len(cpus) < 2:
+        return None, None
+    return {cpus[-1]}, set(cpus[:-1])
+
+
+def place(target: Target, server_cpu: set[int] | None, load_cpus: set[int] | None) -> None:
+    pin(target.server_pid, server_cpu)
+    for pid in target.others:
+        pin(pid, load_cpus)
+    if load_cpus:
+        os.sched_setaffinity(0, load_cpus)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def cores(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--peak-connections", type=int, default=32,
+                        help="the gateway's peak is the best of --connections and this")
+    parser.add_argument("--warmup", type=float, default=2)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="the fixed-rate phase in this many interleaved rounds")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="do not put the measured server on a CPU of its own")
+    args = parser.parse_args()
+    missing = [tool for tool in ("nginx", "wrk") if shutil.which(tool) is None]
+    if missing:
+        print(f"bench/proxy.py needs {' and '.join(missing)}: apt-get install -y nginx wrk",
+              file=sys.stderr)
+        return 2
+    server_cpu, load_cpus = cpu_plan(args.no_pin)
+    closed: dict[str, Result] = {}
+    opened: dict[str, Result] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
+        async with running(Path(tmp)) as bench:
+            targets = bench.targets
+            for key, target in targets.items():
+                place(target, server_cpu, load_cpus)
+                wrk(target.port, args.warmup, args.connections, target.token, load_cpus, None)
+                closed[key] = wrk(target.port, args.seconds, args.connections, target.token,
+                                  load_cpus, target.server_pid)
+            c = targets["c"]
+            place(c, server_cpu, load_cpus)
+            closed["c_peak"] = wrk(c.port, args.seconds, args.peak_connections, True,
+                                   load_cpus, c.server_pid)
+            peak = max(closed["c"].rps, closed["c_peak"].rps)
+            rate = peak / 2
+            rounds: dict[str, list] = {key: [] for key in targets}
+            for _ in range(args.rounds):  # interleaved: a busy moment hits every target
+                for key, target in targets.items():
+                    place(target, server_cpu, load_cpus)
+                    one = await paced(target.port, rate, args.seconds / args.rounds,
+                                      args.connections, target.token, target.server_pid)
+                    rounds[key] += one.extra["parts"]
+            opened = {key: summarize(parts) for key, parts in rounds.items()}
+    report(args, closed, opened, peak, rate, server_cpu)
+    return 0
+
+
+def report(args, closed: dict[str, Result], opened: dict[str, Result], peak: float,
+           rate: float, server_cpu: set[int] | None) -> None:
+    labels = {"a": "(a) backend directly", "b": "(b) nginx mTLS proxy", "c": "(c) gateway",
+              "c_peak": f"(c) gateway, {args.peak_connections} connections"}
+    pinned = (f"the measured server alone on CPU {min(server_cpu)}" if server_cpu
+              else "no CPU pinning")
+    print(f"wrk -t1 -c{args.connections} -d{args.seconds:g}s, keep-alive HTTPS GET of "
+          f"{len(FLUNDER)} bytes; {pinned}")
+    print(f"{'target':<36} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'server CPU':>11} "
+          f"{'errors':>7}")
+    for key, result in closed.items():
+        print(f"{labels[key]:<36} {result.rps:>9,.0f} {ms(result.p50):>8} {ms(result.p99):>8} "
+              f"{cores(result.cpu):>11} {result.errors:>7}")
+    a, b, c = closed["a"].rps, closed["b"].rps, closed["c"].rps
+    verdict = "met" if c / b >= 0.75 else "NOT met"
+    print(f"c/a = {c / a:.2f}   c/b = {c / b:.2f} (target >= 0.75: {verdict})")
+    print()
+    print(f"fixed rate {rate:,.0f} req/s = half the gateway's peak of {peak:,.0f} "
+          f"(open loop, {args.connections} connections, {args.rounds} interleaved rounds; "
+          f"latency from when each request was due)")
+    print(f"{'target':<36} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'server CPU':>11} "
+          f"{'errors':>7} {'added p99 ms':>13}")
+    for key, result in opened.items():
+        added = "" if key == "a" else ms(result.p99 - opened["a"].p99)
+        print(f"{labels[key]:<36} {result.rps:>9,.0f} {ms(result.p50):>8} {ms(result.p99):>8} "
+              f"{cores(result.cpu):>11} {result.errors:>7} {added:>13}")
+    added_c = opened["c"].p99 - opened["a"].p99
+    verdict = "met" if added_c <= 0.002 else "NOT met"
+    print(f"added p99: (c - a) = {ms(added_c)} ms (target <= 2 ms: {verdict}), "
+          f"(b - a) = {ms(opened['b'].p99 - opened['a'].p99)} ms")
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,1 @@
+"""The flowcontrol.apiserver.k8s.io group."""
