@@ -9,6 +9,13 @@ left alone); an ``onstart`` APIService that names a group version no longer serv
 deleted. After start, one that is deleted is created again. Group versions without a
 priority in the table get no APIService, as in kube.
 
+A group version that appears on a local server while serving (``follow``/``served_changed``:
+CRDs) is managed continuously, as kube's AddAPIServiceToSync: its APIService is labelled
+``kube-aggregator.kubernetes.io/automanaged: "true"``, placed by kube's table or, for a group
+not in it, by kube's CRD defaults (groupPriorityMinimum 1000, versionPriority 100); it is
+created, its spec corrected and, when deleted by someone, created again; when the group version
+disappears, the APIService is deleted if it is still labelled "true".
+
 ``completion_check`` is kube's ``autoregister-completion`` health check: it fails with
 ``missing APIService: [...]`` until every one of them has been seen Available.
 """
@@ -17,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import structlog
 
@@ -89,8 +96,28 @@ PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
 }
 
 
+#: Priorities of a group version not in kube's table (kube's CRD registration defaults).
+CRD_GROUP_PRIORITY = 1000
+CRD_VERSION_PRIORITY = 100
+
+
 def apiservice_name(group: str, version: str) -> str:
     return f"{version}.{group}"
+
+
+def _apiservice(group: str, version: str, priorities: tuple[int, int], label: str) -> Object:
+    return {
+        "apiVersion": APISERVICES.api_version, "kind": APISERVICES.kind,
+        "metadata": {"name": apiservice_name(group, version), "labels": {AUTOMANAGED: label}},
+        "spec": {"group": group, "version": version,
+                 "groupPriorityMinimum": priorities[0], "versionPriority": priorities[1]},
+    }
+
+
+def continuous_apiservice(group: str, version: str) -> Object:
+    """The APIService of a group version that appeared while serving (automanaged "true")."""
+    priorities = PRIORITIES.get((group, version), (CRD_GROUP_PRIORITY, CRD_VERSION_PRIORITY))
+    return _apiservice(group, version, priorities, CONTINUOUSLY)
 
 
 def local_apiservices(group_versions: Iterable[tuple[str, str]]) -> list[Object]:
@@ -103,13 +130,7 @@ def local_apiservices(group_versions: Iterable[tuple[str, str]]) -> list[Object]
             log.info("skipping APIService creation", group_version=f"{group}/{version}"
                      if group else version)
             continue
-        wanted.append({
-            "apiVersion": APISERVICES.api_version, "kind": APISERVICES.kind,
-            "metadata": {"name": apiservice_name(group, version),
-                         "labels": {AUTOMANAGED: ON_START}},
-            "spec": {"group": group, "version": version,
-                     "groupPriorityMinimum": priorities[0], "versionPriority": priorities[1]},
-        })
+        wanted.append(_apiservice(group, version, priorities, ON_START))
     return wanted
 
 
@@ -130,6 +151,10 @@ class AutoRegistration:
         self.store = store
         self.registration = registration
         self.wanted = {obj["metadata"]["name"]: obj for obj in wanted}
+        #: The continuously managed ones ("true"), of group versions that appeared later.
+        self.continuous: dict[str, Object] = {}
+        self._group_versions: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
+        self._served: set[tuple[str, str]] = set()
         #: Names seen Available at least once (kube's check never turns back).
         self.seen_available: set[str] = set()
         self.started = False
@@ -140,6 +165,7 @@ class AutoRegistration:
 
     def _observed(self, name: str, route: Route | None, obj: Object | None) -> None:
         if name not in self.wanted:
+            self._observed_continuous(name, obj)
             return
         if obj is not None:
             # the condition itself: a Route counts every local APIService available
@@ -147,6 +173,10 @@ class AutoRegistration:
             if condition is not None and condition.get("status") == "True":
                 self.seen_available.add(name)
         elif self.started:
+            self._recreate.put_nowait(name)
+
+    def _observed_continuous(self, name: str, obj: Object | None) -> None:
+        if obj is None and name in self.continuous:
             self._recreate.put_nowait(name)
 
     @property
@@ -174,20 +204,57 @@ class AutoRegistration:
                 await self._delete(obj, options)
         self.started = True
 
+    def follow(self, group_versions: Callable[[], Iterable[tuple[str, str]]]) -> None:
+        """Read the served (group, version)s from ``group_versions`` on ``served_changed``;
+        those served now are the ones known at start (their APIServices are ``wanted``)."""
+        self._group_versions = group_versions
+        self._served = set(group_versions())
+
+    def served_changed(self) -> None:
+        """The local servers' group versions changed: one that appeared gets a continuously
+        managed APIService, one that disappeared loses it (synced by ``run``)."""
+        served = set(self._group_versions())
+        appeared, gone = served - self._served, self._served - served
+        self._served = served
+        for group, version in sorted(appeared):
+            name = apiservice_name(group, version)
+            if name not in self.wanted:
+                self.continuous[name] = continuous_apiservice(group, version)
+                self._recreate.put_nowait(name)
+        for group, version in sorted(gone):
+            name = apiservice_name(group, version)
+            if self.continuous.pop(name, None) is not None:
+                self._recreate.put_nowait(name)
+
     async def run(self) -> None:
-        """After start: create again each wanted APIService someone deletes."""
+        """After start: create again each wanted APIService someone deletes; create, correct
+        or delete the continuously managed ones as their group versions come and go."""
         while True:
             name = await self._recreate.get()
             delay = 0.2
             while True:
                 try:
-                    await self._ensure(name, self.wanted[name], WriteOptions(manager=MANAGER))
+                    await self._sync(name, WriteOptions(manager=MANAGER))
                     break
                 except (StorageError, status.StatusError) as err:
                     log.warning("re-creating an APIService failed; retrying", apiservice=name,
                                 error=str(err))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
+
+    async def _sync(self, name: str, options: WriteOptions) -> None:
+        wanted = self.wanted.get(name) or self.continuous.get(name)
+        if wanted is not None:
+            await self._ensure(name, wanted, options)
+            return
+        try:
+            current = await self.store.get("", name)
+        except status.StatusError as err:
+            if err.code != 404:
+                raise
+            return
+        if _automanaged(current) == CONTINUOUSLY:
+            await self._delete(current, options)
 
     async def _ensure(self, name: str, wanted: Object, options: WriteOptions) -> None:
         try:

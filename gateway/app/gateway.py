@@ -163,6 +163,13 @@ class Gateway:
             self.clients, self.resolver, self.aggregator_metrics)
         self.openapi = AggregatedOpenAPI(OpenAPI(self.api_resources), self.registration,
                                          self.clients, self.resolver, self.proxy)
+        # group versions installed or removed while serving (CRDs): discovery, OpenAPI and the
+        # local APIServices follow
+        self.autoregistration.follow(self._local_group_versions)
+        for server in self.servers():
+            server.on_change(self.discovery.invalidate)
+            server.on_change(self.openapi.local.invalidate)
+            server.on_change(self.autoregistration.served_changed)
         self._install_non_resource_paths()
         self.aggregator_server = AggregatorServer(self.aggregator, self.registration,
                                                   proxy=self.proxy)

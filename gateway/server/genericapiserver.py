@@ -51,6 +51,7 @@ class GenericAPIServer:
         self.resources: dict[tuple[str, str, str], ResourceHandler] = {}
         #: What this server serves, for discovery and OpenAPI, in installation order.
         self.groups: dict[str, GroupVersions] = {}
+        self._listeners: list[Callable[[], None]] = []
 
     def add_path(self, path: str, handler: Handler) -> None:
         """Serve the non-resource ``path`` (exactly; no prefix matching)."""
@@ -63,11 +64,32 @@ class GenericAPIServer:
         """Serve every non-resource path under ``prefix`` (few: tried after exact paths)."""
         self.prefixes.append((prefix, handler))
 
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after every change of what this server serves (``install_api``,
+        ``uninstall_api``): discovery, OpenAPI and the APIService registration follow."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        for callback in self._listeners:
+            callback()
+
     def install_api(self, resource: ResourceDef, handler: ResourceHandler) -> None:
-        """Serve ``resource`` and list it in discovery."""
+        """Serve ``resource`` and list it in discovery; installed again, it replaces the
+        entry of the same (group, version, plural) in place."""
         self.install_resource(resource.group, resource.version, resource.plural, handler)
         group = self.groups.setdefault(resource.group, GroupVersions(resource.group))
-        group.versions.setdefault(resource.version, []).append(resource)
+        listed = group.versions.setdefault(resource.version, [])
+        for index, known in enumerate(listed):
+            if known.plural == resource.plural:
+                listed[index] = resource
+                break
+        else:
+            listed.append(resource)
+        self._changed()
+
+    def uninstall_api(self, resource: ResourceDef) -> None:
+        """Stop serving ``resource`` and take it out of discovery (see ``uninstall_resource``)."""
+        self.uninstall_resource(resource.group, resource.version, resource.plural)
 
     @property
     def api_resources(self) -> list[ResourceDef]:
@@ -76,11 +98,28 @@ class GenericAPIServer:
     def install_resource(
         self, group: str, version: str, resource: str, handler: ResourceHandler
     ) -> None:
-        """Serve ``/api[s]/<group>/<version>/[namespaces/<ns>/]<resource>...``."""
+        """Serve ``/api[s]/<group>/<version>/[namespaces/<ns>/]<resource>...`` (routing only:
+        ``install_api`` lists it in discovery too)."""
         self.resources[(group, version, resource)] = handler
 
     def uninstall_resource(self, group: str, version: str, resource: str) -> None:
-        self.resources.pop((group, version, resource), None)
+        """Stop serving ``resource`` and take it out of discovery; a version left without
+        resources disappears, and a group left without versions."""
+        routed = self.resources.pop((group, version, resource), None) is not None
+        listed = False
+        served = self.groups.get(group)
+        if served is not None and version in served.versions:
+            resources = served.versions[version]
+            kept = [r for r in resources if r.plural != resource]
+            listed = len(kept) != len(resources)
+            if kept:
+                served.versions[version] = kept
+            else:
+                del served.versions[version]
+                if not served.versions:
+                    del self.groups[group]
+        if routed or listed:
+            self._changed()
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         info: RequestInfo = request[REQUEST_INFO]
