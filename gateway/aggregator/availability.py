@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -38,6 +37,7 @@ from gateway.aggregator.routes import DEFAULT_SERVICE_PORT
 from gateway.apimachinery import status
 from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.gowords import go_quote
+from gateway.registry.follow import follow
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.storage.interface import EventType, Object
@@ -46,6 +46,7 @@ from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ResolveError, ServiceAddress, ServiceResolver
 
 log = structlog.get_logger(__name__)
+WHO = "availability controller"
 
 MANAGER = "kube-apiserver"
 RESYNC_PERIOD = 30.0
@@ -153,9 +154,10 @@ class AvailabilityController:
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(self._worker()) for _ in range(self.workers)]
         tasks += [
-            loop.create_task(_follow(self.apiservices, self._on_apiservice, initial=True)),
-            loop.create_task(_follow(self.services, self._on_service)),
-            loop.create_task(_follow(self.endpoints, self._on_service)),
+            loop.create_task(follow(self.apiservices, self._on_apiservice, initial=True,
+                                    who=WHO)),
+            loop.create_task(follow(self.services, self._on_service, who=WHO)),
+            loop.create_task(follow(self.endpoints, self._on_service, who=WHO)),
             loop.create_task(self._resync()),
         ]
         try:
@@ -363,24 +365,3 @@ def _with_condition(obj: Object, condition: dict[str, Any]) -> Object:
     new = copy.deepcopy(obj)
     set_condition(new, {**condition, "lastTransitionTime": now_rfc3339()})
     return new
-
-
-async def _follow(store: RESTStore, handle: Callable[[Any], Awaitable[None]], *,
-                  initial: bool = False) -> None:
-    """Call ``handle`` for every event of ``store``'s watch cache, forever (from the cache's
-    current state when ``initial``; again in full after a lost watch)."""
-    delay = 0.5
-    while True:
-        try:
-            watch = await store.cacher.watch_cached(store.resource.storage_prefix,
-                                                    revision=0, send_initial=initial)
-            async for event in watch:
-                await handle(event)
-            delay = 0.5
-        except (StorageError, status.StatusError) as err:
-            log.warning("availability controller lost its watch",
-                        resource=store.resource.plural, error=str(err))
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 10)
-        initial = True
-

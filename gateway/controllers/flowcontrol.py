@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
 
 import structlog
 
@@ -25,9 +24,10 @@ from gateway.apis.flowcontrol.resources import (
     MANDATORY_FLOW_SCHEMAS,
     MANDATORY_PRIORITY_LEVELS,
 )
+from gateway.registry.follow import follow
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
-from gateway.storage.interface import EventType, Object
+from gateway.storage.interface import Object
 
 log = structlog.get_logger(__name__)
 MANAGER = "api-priority-and-fairness-config-producer-v1"
@@ -115,8 +115,8 @@ class FlowControlConfig:
         """Recreate deleted mandatory objects and keep Dangling conditions right."""
         worker = asyncio.ensure_future(self._work())
         try:
-            await asyncio.gather(_follow(self.flow_schemas, self._on_event),
-                                 _follow(self.priority_levels, self._on_event))
+            await asyncio.gather(follow(self.flow_schemas, self._on_event, who="APF controller"),
+                                 follow(self.priority_levels, self._on_event, who="APF controller"))
         finally:
             worker.cancel()
 
@@ -135,21 +135,3 @@ class FlowControlConfig:
                 log.warning("APF configuration upkeep failed", error=str(err))
                 self._dirty.set()
                 await asyncio.sleep(1)
-
-
-async def _follow(store: RESTStore, handle: Callable) -> None:
-    """Call ``handle`` for every event of ``store``'s watch cache (the initial state too)."""
-    delay = 0.5
-    while True:
-        try:
-            watch = await store.cacher.watch_cached(store.resource.storage_prefix,
-                                                    revision=0, send_initial=True)
-            async for event in watch:
-                if event.type in (EventType.ADDED, EventType.MODIFIED, EventType.DELETED):
-                    await handle(event)
-            delay = 0.5
-        except (StorageError, status.StatusError) as err:
-            log.warning("APF controller lost its watch", resource=store.resource.plural,
-                        error=str(err))
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 10)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
 
 import structlog
 
 from gateway.apimachinery import status
 from gateway.apimachinery.labels import from_label_selector
 from gateway.auth.rbac import bootstrap
+from gateway.registry.follow import follow
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
 from gateway.storage.interface import EventType, Object
@@ -92,7 +92,7 @@ class PolicyController:
         store = self.stores[kind]
         names = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
                  for o in self.policy if o["kind"] == kind}
-        await _follow(store, lambda event: self._on_event(event, names))
+        await follow(store, lambda event: self._on_event(event, names), who="RBAC controller")
 
     async def _on_event(self, event, names: dict) -> None:
         if event.type != EventType.DELETED or event.object is None:
@@ -111,7 +111,7 @@ class AggregationController:
     async def run(self) -> None:
         worker = asyncio.ensure_future(self._work())
         try:
-            await _follow(self.store, self._on_event, initial=True)
+            await follow(self.store, self._on_event, initial=True, who="RBAC controller")
         finally:
             worker.cancel()
 
@@ -172,20 +172,3 @@ def _aggregated_rules(role: Object, rule: Object, roles: list[Object]) -> list[O
         if any(s is not None and s.requirements and s.matches(labels) for s in selectors):
             rules += _missing(other.get("rules") or [], rules)
     return rules
-
-
-async def _follow(store: RESTStore, handle: Callable, *, initial: bool = False) -> None:
-    """Call ``handle`` for every event of ``store``'s watch cache, forever."""
-    delay = 0.5
-    while True:
-        try:
-            watch = await store.cacher.watch_cached(store.resource.storage_prefix,
-                                                    revision=0, send_initial=initial)
-            async for event in watch:
-                await handle(event)
-            delay = 0.5
-        except (StorageError, status.StatusError) as err:
-            log.warning("RBAC controller lost its watch", resource=store.resource.plural,
-                        error=str(err))
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 10)
