@@ -68,6 +68,8 @@ MAX_HEAD = 64 * 1024
 #: Bytes queued towards one side of an upgraded connection before the other side is paused.
 RELAY_HIGH_WATER = 256 * 1024
 _RELAY_READ = 64 * 1024
+#: A response body of a known length up to this is read whole and sent with the head.
+SMALL_BODY = 64 * 1024
 
 #: Headers that describe one connection, not the message (RFC 7230 6.1; Go's list).
 HOP_BY_HOP = frozenset({
@@ -218,7 +220,10 @@ class Proxy:
                 # kube replaces the backend's answer whole: this body, nothing more
                 return web.Response(status=502, body=_REDIRECT_MESSAGE.encode(),
                                     content_type="text/plain", charset="utf-8")
-            out = web.StreamResponse(status=code, reason=response.reason)
+            length = response.content_length
+            small = length is not None and length <= SMALL_BODY
+            out = (_SmallResponse if small else web.StreamResponse)(status=code,
+                                                                     reason=response.reason)
             out_headers = out.headers
             for key, value in response.headers.items():
                 if key.lower() not in _DROPPED_RESPONSE:
@@ -227,20 +232,26 @@ class Proxy:
             if request_id and "Audit-ID" not in out_headers:
                 out_headers["Audit-ID"] = request_id
             self.metrics.request(name, code)
-            return await self._stream(request, response, out, name)
+            return await self._stream(request, response, out, name, small)
         finally:
             response.release()
 
     async def _stream(self, request: web.BaseRequest, response: aiohttp.ClientResponse,
-                      out: web.StreamResponse, name: str) -> web.StreamResponse:
+                      out: web.StreamResponse, name: str, small: bool) -> web.StreamResponse:
         """The backend's body to the client as it arrives. A failure on either side after the
         headers went out aborts the client's connection: a truncated body must not look
-        complete (as Go's proxy panics with ErrAbortHandler)."""
+        complete (as Go's proxy panics with ErrAbortHandler). A small body of a known length
+        is read whole and goes out with the head in one write."""
         request["gateway.response_started"] = True
         await out.prepare(request)
         try:
-            async for chunk in response.content.iter_any():
-                await out.write(chunk)
+            if small:
+                body = await response.read()
+                if body:
+                    await out.write(body)
+            else:
+                async for chunk in response.content.iter_any():
+                    await out.write(chunk)
             await out.write_eof()
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             if not isinstance(err, ConnectionResetError | aiohttp.ClientConnectionResetError):
@@ -429,6 +440,13 @@ def _abort(request: web.BaseRequest) -> None:
     transport = request.transport
     if transport is not None:
         transport.abort()
+
+
+class _SmallResponse(web.StreamResponse):
+    """A response whose head waits for its body (a known, small length follows at once), so
+    that both leave in one write: one TLS record instead of two."""
+
+    _send_headers_immediately = False
 
 
 class _Hijacked(web.StreamResponse):

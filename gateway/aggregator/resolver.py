@@ -10,41 +10,75 @@ the TLS server name is ``<name>.<namespace>.svc``.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from gateway.registry.store import RESTStore
 from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.transport.resolver import ResolveError, ServiceAddress
 
+#: Most Services remembered (one per APIService backend in practice).
+_MAX_CACHED = 1024
+
 
 class StoreServiceResolver:
-    """A ServiceResolver over the gateway's own Services and Endpoints."""
+    """A ServiceResolver over the gateway's own Services and Endpoints.
+
+    What a Service and its Endpoints resolve to is remembered together with the two objects it
+    was computed from: the watch cache replaces an object on every change (never edits one in
+    place), so the same objects read again mean the same answer, and a changed Service or
+    Endpoints is resolved afresh. With routing, an address is still picked among the ready
+    ones on every request.
+    """
 
     def __init__(self, services: RESTStore, endpoints: RESTStore, *, routing: bool) -> None:
         self.services = services
         self.endpoints = endpoints
         self.routing = routing
+        # (namespace, name, port) -> (service, endpoints or None, answer)
+        self._cache: dict[tuple[str, str, int], tuple[dict, dict | None, Any]] = {}
 
     async def resolve(self, namespace: str, name: str, port: int) -> ServiceAddress:
-        server_name = f"{name}.{namespace}.svc"
         if not self.routing:
+            server_name = f"{name}.{namespace}.svc"
             return ServiceAddress(server_name, port, server_name)
+        key = (namespace, name, port)
         service = await self._get(self.services, namespace, name, "service")
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] is service:
+            if cached[1] is None:  # an ExternalName Service
+                return cached[2]
+            endpoints = await self._get(self.endpoints, namespace, name, "endpoints")
+            if cached[1] is endpoints:
+                return self._pick(cached[2], name)
+        answer, endpoints = await self._compute(service, namespace, name, port)
+        if len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+        self._cache[key] = (service, endpoints, answer)
+        return answer if endpoints is None else self._pick(answer, name)
+
+    @staticmethod
+    def _pick(candidates: Any, name: str) -> ServiceAddress:
+        if not candidates:
+            raise ResolveError(f'no endpoints available for service "{name}"')
+        return random.choice(candidates)
+
+    async def _compute(self, service: dict, namespace: str, name: str,
+                       port: int) -> tuple[Any, dict | None]:
+        """(an ExternalName's address, None) or (the candidate addresses, the Endpoints)."""
+        server_name = f"{name}.{namespace}.svc"
         spec = service.get("spec") or {}
         if spec.get("type") == "ExternalName":
-            return ServiceAddress(spec.get("externalName", ""), port, server_name)
+            return ServiceAddress(spec.get("externalName", ""), port, server_name), None
         port_name = next((p.get("name", "") for p in spec.get("ports") or []
                           if p.get("port") == port), None)
         if port_name is None:
             raise ResolveError(f'no service port {port} found for service "{name}"')
         endpoints = await self._get(self.endpoints, namespace, name, "endpoints")
-        candidates = [(address["ip"], p["port"])
+        candidates = [ServiceAddress(address["ip"], int(p["port"]), server_name)
                       for subset in endpoints.get("subsets") or []
                       for p in subset.get("ports") or [] if p.get("name", "") == port_name
                       for address in subset.get("addresses") or []]
-        if not candidates:
-            raise ResolveError(f'no endpoints available for service "{name}"')
-        host, target = random.choice(candidates)
-        return ServiceAddress(host, int(target), server_name)
+        return candidates, endpoints
 
     async def _get(self, store: RESTStore, namespace: str, name: str, what: str) -> dict:
         try:

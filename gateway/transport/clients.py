@@ -184,7 +184,16 @@ def _load_into(context: ssl.SSLContext, pem: bytes) -> None:
             os.unlink(name)
 
 
+_TIMEOUTS: dict[float | None, aiohttp.ClientTimeout] = {}
+
+
 def timeout(seconds: float | None) -> aiohttp.ClientTimeout:
     """A per-call timeout: the whole call within ``seconds`` (None: no limit, for watches and
-    upgrades), the connection within CONNECT_TIMEOUT either way."""
-    return aiohttp.ClientTimeout(total=seconds, sock_connect=CONNECT_TIMEOUT)
+    upgrades), the connection within CONNECT_TIMEOUT either way. (ClientTimeout is frozen: the
+    few distinct ones are made once.)"""
+    made = _TIMEOUTS.get(seconds)
+    if made is None:
+        made = aiohttp.ClientTimeout(total=seconds, sock_connect=CONNECT_TIMEOUT)
+        if len(_TIMEOUTS) < 64:
+            _TIMEOUTS[seconds] = made
+    return made

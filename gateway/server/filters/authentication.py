@@ -26,22 +26,46 @@ def unauthorized() -> status.StatusError:
     return status.StatusError(401, "Unauthorized", "Unauthorized")
 
 
-def _cleaned(request: web.BaseRequest, front_proxy: RequestHeaderConfig | None) -> \
-        web.BaseRequest:
-    """The request without credential headers (a copy; the original is left alone)."""
-    names = [name for name in request.headers if name.lower() == "authorization" or (
-        front_proxy is not None and front_proxy.is_front_proxy_header(name))]
-    if not names:
+def _credential_header_test(front_proxy: RequestHeaderConfig | None) -> \
+        Callable[[str], bool]:
+    """Whether a header name is one to remove (front_proxy is frozen: its names are read once;
+    the same test as ``front_proxy.is_front_proxy_header`` plus Authorization)."""
+    exact = {"authorization"}
+    prefixes: tuple[str, ...] = ()
+    if front_proxy is not None:
+        exact |= {h.lower() for h in (*front_proxy.username_headers,
+                                      *front_proxy.group_headers, *front_proxy.uid_headers)}
+        prefixes = tuple(p.lower() for p in front_proxy.extra_prefixes)
+
+    def is_credential(name: str) -> bool:
+        lowered = name.lower()
+        return lowered in exact or (bool(prefixes) and lowered.startswith(prefixes))
+
+    return is_credential
+
+
+def _cleaned(request: web.BaseRequest, front_proxy: RequestHeaderConfig | None,
+             is_credential: Callable[[str], bool] | None = None) -> web.BaseRequest:
+    """The request without credential headers (a copy; the original is left alone).
+
+    aiohttp's request headers cannot be changed in place (kube deletes them in place), so a
+    request that carries one is cloned with the others, gathered in one pass; a request that
+    carries none is passed on as it is."""
+    if is_credential is None:
+        is_credential = _credential_header_test(front_proxy)
+    headers = request.headers
+    if not any(is_credential(name) for name in headers):
         return request
-    headers = CIMultiDict(request.headers)
-    for name in names:
-        headers.popall(name, None)
-    return request.clone(headers=headers)
+    kept = CIMultiDict((name, value) for name, value in headers.items()
+                       if not is_credential(name))
+    return request.clone(headers=kept)
 
 
 def with_authentication(handler: Handler, authenticators: list[Authenticator], *,
                         anonymous: bool, front_proxy: RequestHeaderConfig | None,
                         on_failure: Callable[[web.BaseRequest], None] | None = None) -> Handler:
+    is_credential = _credential_header_test(front_proxy)
+
     async def authentication_filter(request: web.BaseRequest) -> web.StreamResponse:
         result = await authenticate(request, authenticators, anonymous)
         if result is None:
@@ -51,7 +75,7 @@ def with_authentication(handler: Handler, authenticators: list[Authenticator], *
             if on_failure is not None:
                 on_failure(request)
             return unauthorized().response()
-        clean = _cleaned(request, front_proxy)
+        clean = _cleaned(request, front_proxy, is_credential)
         clean[USER] = result.user
         return await handler(clean)
 

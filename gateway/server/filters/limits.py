@@ -77,16 +77,49 @@ def timed_out() -> status.StatusError:
                           "deadline exceeded")
 
 
+class _Deadline:
+    """Cancels a task at a time (what asyncio.timeout does, without its context manager and
+    its state machine: one timer handle per request)."""
+
+    __slots__ = ("fired", "task")
+
+    def __init__(self, task: asyncio.Task) -> None:
+        self.task = task
+        self.fired = False
+
+    def __call__(self) -> None:
+        self.fired = True
+        self.task.cancel()
+
+
 def with_timeout(handler: Handler, default: float) -> Handler:
     async def timeout_filter(request: web.BaseRequest) -> web.StreamResponse:
         if request[REQUEST_INFO].is_long_running:
             return await handler(request)
         timeout = request_timeout(request, default)
+        task = asyncio.current_task()
+        assert task is not None
+        cancelling = task.cancelling()
+        deadline = _Deadline(task)
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(loop.time() + timeout, deadline)
+        uncancelled = False
         try:
-            async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
-                return await handler(request)
+            return await handler(request)
+        except asyncio.CancelledError:
+            # as asyncio.timeout: the deadline's own cancellation becomes the 504, unless
+            # someone else cancelled the task too (the client left, the server stops)
+            if deadline.fired:
+                uncancelled = True
+                if task.uncancel() <= cancelling:
+                    raise timed_out() from None
+            raise
         except TimeoutError:
             raise timed_out() from None
+        finally:
+            timer.cancel()
+            if deadline.fired and not uncancelled:  # the handler swallowed the cancellation
+                task.uncancel()
 
     return timeout_filter
 
