@@ -4,7 +4,10 @@ what it asks for (kube keeps these in the request context, k8s.io/apiserver endp
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
+from multidict import CIMultiDict
 
 from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import ANONYMOUS_USER, UserInfo
@@ -15,6 +18,19 @@ REQUEST_INFO = "gateway.request_info"
 USER = "gateway.user"
 #: The authenticated user when an impersonated one replaced it.
 REQUESTER = "gateway.requester"
+#: Response headers the filters set before the handler runs (CIMultiDict): what kube's filters
+#: set on the ResponseWriter before calling the next handler (Audit-ID, Cache-Control, CORS),
+#: so that every response carries them, a streamed one included. Filters add to it with
+#: ``response_headers(request)``; they reach the response in one of two places:
+#:
+#: - a handler that streams (a watch, a proxied response) calls ``prepare_response`` instead
+#:   of ``response.prepare``: the head goes out with these headers first, then the response's
+#:   own values, as kube's ReverseProxy adds the backend's headers to the writer's (a value
+#:   equal to one of these is not repeated);
+#: - a response returned unprepared gets them from ``apply_response_headers`` (the outermost
+#:   filter calls it, so a Status made from an error gets them too), except the names the
+#:   handler set itself: a handler that builds its own response Sets them, as kube's do.
+RESPONSE_HEADERS = "gateway.response_headers"
 
 
 def request_info(request: web.BaseRequest) -> RequestInfo:
@@ -24,3 +40,39 @@ def request_info(request: web.BaseRequest) -> RequestInfo:
 def request_user(request: web.BaseRequest) -> UserInfo:
     """The user the request acts as (anonymous when authentication was not run)."""
     return request.get(USER) or ANONYMOUS_USER
+
+
+def response_headers(request: web.BaseRequest) -> CIMultiDict[str]:
+    """The headers every response to ``request`` is to carry (see RESPONSE_HEADERS)."""
+    headers = request.get(RESPONSE_HEADERS)
+    if headers is None:
+        headers = request[RESPONSE_HEADERS] = CIMultiDict()
+    return headers
+
+
+def apply_response_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """Give an unprepared response the filters' headers it does not set itself (a prepared
+    one has them from ``prepare_response``, or it is too late)."""
+    wanted = request.get(RESPONSE_HEADERS)
+    if not wanted or response.prepared:
+        return
+    own = response.headers
+    for name in wanted.keys() - own.keys():  # CIMultiDict keys compare case-insensitively
+        for value in wanted.getall(name):
+            own.add(name, value)
+
+
+async def prepare_response(request: web.BaseRequest, response: web.StreamResponse) -> Any:
+    """``response.prepare(request)`` for a handler that streams: the head goes out with the
+    filters' headers first and the response's own values for those names after them."""
+    wanted = request.get(RESPONSE_HEADERS)
+    if wanted and not response.prepared:
+        own = response.headers
+        for name in set(wanted.keys()):
+            mine = own.getall(name, [])
+            ours = wanted.getall(name)
+            if mine:
+                del own[name]
+            for value in ours + [v for v in mine if v not in ours]:
+                own.add(name, value)
+    return await response.prepare(request)

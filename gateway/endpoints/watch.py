@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.apimachinery import status
+from gateway.apimachinery.context import prepare_response
 from gateway.auth.audit.events import record
 from gateway.endpoints.negotiation import MediaType
 from gateway.storage.apierrors import from_storage_error
@@ -174,11 +175,10 @@ class _Pusher:
 async def stream(request: web.BaseRequest, events: Any, encoder: WatchEncoder,
                  timeout: float, stopping: asyncio.Event | None = None) -> web.StreamResponse:
     """Send ``events`` until the timeout, the end of the stream, or the client leaves."""
-    response = web.StreamResponse(status=200, headers={
-        "Content-Type": encoder.media.content_type, "Cache-Control": "no-cache, private",
-    })
+    response = web.StreamResponse(status=200,
+                                  headers={"Content-Type": encoder.media.content_type})
     response.enable_chunked_encoding()
-    await response.prepare(request)
+    await prepare_response(request, response)  # with the filters' Cache-Control, CORS...
     request["gateway.response_started"] = True
     audit = record(request)
     if audit is not None:

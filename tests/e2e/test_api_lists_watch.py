@@ -304,6 +304,27 @@ def test_watch_stream_format(api, gateway, ns):
     assert line.endswith(b"\n") and line.startswith(b'{"type":"ADDED","object":{')
 
 
+def test_watches_and_lists_carry_the_filters_headers(gateway, ns):
+    # kube's filters set them on the writer before the handler: a watch, whose head goes out
+    # before the handler returns, has them as a plain response does
+    path = CM.format(ns=ns)
+    response = gateway.open("GET", f"{path}?watch=1&timeoutSeconds=1",
+                            headers={"Audit-ID": "watch-me"}, timeout=10)
+    try:
+        assert response.status == 200
+        assert response.headers.get_all("Cache-Control") == ["no-cache, private"]
+        assert response.headers.get_all("Audit-ID") == ["watch-me"]
+    finally:
+        response.close()
+    response = gateway.open("GET", path, headers={"Audit-ID": "list-me"})
+    try:
+        assert response.status == 200
+        assert response.headers.get_all("Cache-Control") == ["no-cache, private"]
+        assert response.headers.get_all("Audit-ID") == ["list-me"]
+    finally:
+        response.close()
+
+
 def test_watch_from_unset_resource_version_starts_with_the_current_state(api, gateway, ns):
     path = CM.format(ns=ns)
     assert api.post(path, configmap("existing"))[0] == 201

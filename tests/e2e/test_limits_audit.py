@@ -259,6 +259,18 @@ def test_cors_preflight_and_response_headers(gw: GatewayProcess) -> None:
     assert _cors(answer[2]) == {}
 
 
+def test_cors_headers_on_a_watch(gw: GatewayProcess) -> None:
+    # the head of a watch goes out before its handler returns: the headers are there anyway
+    response = gw.open("GET", f"{CMS}?watch=1&timeoutSeconds=1",
+                       headers={"Origin": "https://console.example.com"}, timeout=10)
+    try:
+        assert response.status == 200
+        assert _cors(dict(response.headers)) == CORS_HEADERS
+        assert response.headers.get_all("Cache-Control") == ["no-cache, private"]
+    finally:
+        response.close()
+
+
 def test_options_on_a_resource_is_authorized_with_no_verb(gw: GatewayProcess) -> None:
     """kube's request info names no verb for a resource request by a method it does not map
     (OPTIONS): the refusal says "cannot  resource", with two spaces."""

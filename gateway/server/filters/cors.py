@@ -7,6 +7,7 @@ import re
 
 from aiohttp import web
 
+from gateway.apimachinery.context import response_headers
 from gateway.server.genericapiserver import Handler
 
 ALLOW_METHODS = "POST, GET, OPTIONS, PUT, DELETE, PATCH"
@@ -30,9 +31,7 @@ def with_cors(handler: Handler, allowed_origins: list[str]) -> Handler:
                    "Access-Control-Allow-Credentials": "true"}
         if request.method == "OPTIONS":
             return web.Response(status=204, headers=headers)
-        response = await handler(request)
-        if not response.prepared:
-            response.headers.update(headers)
-        return response
+        response_headers(request).update(headers)  # before the handler: a watch has them too
+        return await handler(request)
 
     return cors_filter

@@ -14,7 +14,7 @@ import asyncio
 from aiohttp import web
 
 from gateway.apimachinery import status
-from gateway.apimachinery.context import REQUEST_INFO, request_user
+from gateway.apimachinery.context import REQUEST_INFO, request_user, response_headers
 from gateway.apimachinery.gowords import parse_duration
 from gateway.server.genericapiserver import Handler
 
@@ -125,15 +125,14 @@ def with_timeout(handler: Handler, default: float) -> Handler:
 
 
 def with_cache_control(handler: Handler) -> Handler:
-    """API responses are not to be cached unless a handler says otherwise."""
+    """API responses are not to be cached unless a handler says otherwise: set before the
+    handler runs, so a streamed response (a watch, a proxied one) carries it too."""
 
     async def cache_control_filter(request: web.BaseRequest) -> web.StreamResponse:
+        response_headers(request)["Cache-Control"] = "no-cache, private"
         try:
-            response = await handler(request)
+            return await handler(request)
         except status.StatusError as err:
-            response = err.response()
-        if not response.prepared and "Cache-Control" not in response.headers:
-            response.headers["Cache-Control"] = "no-cache, private"
-        return response
+            return err.response()
 
     return cache_control_filter

@@ -1,7 +1,9 @@
 """Give every request an id (kube's Audit-ID) and bind it to every log line while it runs.
 
 A client may send its own ``Audit-ID``; otherwise a UUID is made. The id goes back in the
-``Audit-ID`` response header, as kube-apiserver does, so a user can quote it.
+``Audit-ID`` response header, as kube-apiserver does, so a user can quote it. Being the
+outermost filter, it also gives an unprepared response the headers every filter asked for
+(``gateway.apimachinery.context.RESPONSE_HEADERS``); a streamed one got them when prepared.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import structlog
 from aiohttp import web
 
+from gateway.apimachinery.context import apply_response_headers, response_headers
 from gateway.server.genericapiserver import Handler
 
 REQUEST_ID = "gateway.request_id"
@@ -36,13 +39,14 @@ def with_request_id(handler: Handler) -> Handler:
         request_id = given if given and _ACCEPTABLE.match(given) else new_request_id()
         request[REQUEST_ID] = request_id
         # bound_contextvars without its generator-based context manager: the same tokens reset
+        response_headers(request)["Audit-ID"] = request_id
         tokens = _bind(request_id=request_id)
         try:
             response = await handler(request)
         finally:
             _reset(**tokens)
-        if not response.prepared:
-            response.headers["Audit-ID"] = request_id
+        # the outermost filter: every filter's headers, on a Status made from an error too
+        apply_response_headers(request, response)
         return response
 
     return request_id_filter
