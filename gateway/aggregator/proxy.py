@@ -14,6 +14,11 @@ caBundle for the name ``<service>.<namespace>.svc``:
 - ``X-Forwarded-For`` gets the client's address appended, ``X-Forwarded-Proto``,
   ``-Host`` and ``-Uri`` are set as kube's proxy transport sets them, ``Audit-ID`` is the
   request's id; hop-by-hop headers are not forwarded;
+- a bodiless GET, HEAD, DELETE or OPTIONS that is not a watch or other long-running request
+  goes by the lean keep-alive relay (gateway/transport/relay.py: the request head aiohttp
+  would write, on a pooled TLS stream; the response head parsed, the body read by its length
+  or chunk by chunk), with the same headers, answers and errors as the aiohttp path; a pooled
+  connection that turns out closed before any byte of the response is retried once, fresh;
 - bodies are streamed both ways, chunk by chunk as they arrive: a watch reaches the client
   event by event, and a large list passes through with bounded memory;
 - the backend's status, headers (less hop-by-hop ones and the CORS headers kube strips) and
@@ -50,10 +55,10 @@ from yarl import URL
 
 from gateway.aggregator.metrics import AggregatorMetrics
 from gateway.aggregator.routes import Route
-from gateway.apimachinery.context import REQUEST_INFO, USER
+from gateway.apimachinery.context import REQUEST_INFO, USER, prepare_response
 from gateway.apimachinery.user import UserInfo
 from gateway.server.filters.requestid import REQUEST_ID
-from gateway.transport import clients
+from gateway.transport import clients, relay
 from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ResolveError, ServiceAddress, ServiceResolver
 
@@ -146,6 +151,8 @@ class Proxy:
         self.resolver = resolver
         self.metrics = metrics if metrics is not None else AggregatorMetrics()
         self._targets: dict[str, _Target] = {}
+        #: Bodiless GET/HEAD/DELETE/OPTIONS go by the lean keep-alive relay, not aiohttp.
+        self.use_relay = True
 
     def _target(self, route: Route) -> _Target:
         target = self._targets.get(route.name)
@@ -193,10 +200,12 @@ class Proxy:
         route = target.route
         name = route.name
         headers = _request_headers(request, user, address, _DROPPED_REQUEST)
-        url = URL(f"https://{_hostport(address)}{_target_path(request)}", encoded=True)
         info = request.get(REQUEST_INFO)
         discovery = (info is not None and not info.is_resource_request
                      and request.path.strip("/").count("/") == 2)
+        if self.use_relay and _relayable(request, info):
+            return await self._relay(request, route, address, headers, discovery)
+        url = URL(f"https://{_hostport(address)}{_target_path(request)}", encoded=True)
         started = time.monotonic()
         try:
             response = await self.clients.session().request(
@@ -222,15 +231,7 @@ class Proxy:
                                     content_type="text/plain", charset="utf-8")
             length = response.content_length
             small = length is not None and length <= SMALL_BODY
-            out = (_SmallResponse if small else web.StreamResponse)(status=code,
-                                                                     reason=response.reason)
-            out_headers = out.headers
-            for key, value in response.headers.items():
-                if key.lower() not in _DROPPED_RESPONSE:
-                    out_headers.add(key, value)
-            request_id = request.get(REQUEST_ID)
-            if request_id and "Audit-ID" not in out_headers:
-                out_headers["Audit-ID"] = request_id
+            out = _response_for(request, code, response.reason, response.headers.items(), small)
             self.metrics.request(name, code)
             return await self._stream(request, response, out, name, small)
         finally:
@@ -243,7 +244,7 @@ class Proxy:
         complete (as Go's proxy panics with ErrAbortHandler). A small body of a known length
         is read whole and goes out with the head in one write."""
         request["gateway.response_started"] = True
-        await out.prepare(request)
+        await prepare_response(request, out)
         try:
             if small:
                 body = await response.read()
@@ -261,6 +262,94 @@ class Proxy:
         except asyncio.CancelledError:  # the client left, or the request's deadline
             _abort(request)
             raise
+        return out
+
+    # -- the lean path ------------------------------------------------------------------------
+
+    async def _relay(self, request: web.BaseRequest, route: Route, address: ServiceAddress,
+                     headers: CIMultiDict[str], discovery: bool) -> web.StreamResponse:
+        """What _forward does through aiohttp, on a pooled keep-alive TLS stream of our own:
+        the same request head as aiohttp writes (Host first), the same answers."""
+        name = route.name
+        method = request.method
+        host = headers.get("Host") or _hostport(address)
+        lines = [f"{method} {_target_path(request)} HTTP/1.1\r\nHost: {host}\r\n"]
+        lines += [f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() != "host"]
+        if method == "DELETE" and "Content-Length" not in headers:
+            lines.append("Content-Length: 0\r\n")  # as aiohttp adds for a bodiless DELETE
+        lines.append("\r\n")
+        head = "".join(lines).encode("utf-8", "surrogateescape")
+        pools = self.clients.relay
+        key = (address.host, address.port, address.server_name, self._context(route))
+        started = time.monotonic()
+        conn: relay.Connection | None = None
+        try:
+            async with asyncio.timeout(DISCOVERY_TIMEOUT if discovery else None):
+                conn = await pools.acquire(key, clients.CONNECT_TIMEOUT)
+                try:
+                    response = await relay.send(conn, head, method)
+                except relay.StaleConnection:
+                    conn.close()
+                    conn = await pools.connect(key, clients.CONNECT_TIMEOUT)
+                    response = await relay.send(conn, head, method)
+        except (aiohttp.ClientError, OSError, ssl.SSLError, TimeoutError, ValueError,
+                asyncio.IncompleteReadError) as err:
+            if conn is not None:
+                conn.close()
+            self.metrics.error(name, "connect")
+            self.metrics.request(name, 503)
+            message = describe_error(err, address)
+            log.info("error trying to reach service", apiservice=name, error=message)
+            return plain_error(503, f"error trying to reach service: {message}")
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        self.metrics.observe(name, time.monotonic() - started)
+        code = response.status
+        if code == 101 or (300 <= code < 400 and any(k.lower() == "location" and v
+                                                     for k, v in response.headers)):
+            conn.close()
+            if code == 101:  # not asked for: nothing sensible to relay
+                self.metrics.error(name, "connect")
+                self.metrics.request(name, 503)
+                return plain_error(503, "error trying to reach service: unexpected 101")
+            self.metrics.error(name, "redirect")
+            self.metrics.request(name, 502)
+            return web.Response(status=502, body=_REDIRECT_MESSAGE.encode(),
+                                content_type="text/plain", charset="utf-8")
+        length = response.length
+        small = response.no_body or (length is not None and length <= SMALL_BODY)
+        out = _response_for(request, code, response.reason, response.headers, small)
+        self.metrics.request(name, code)
+        request["gateway.response_started"] = True
+        complete = False
+        try:
+            async with asyncio.timeout(DISCOVERY_TIMEOUT if discovery else None):
+                await prepare_response(request, out)
+                if small:
+                    body = await response.read()
+                    if body:
+                        await out.write(body)
+                else:
+                    async for chunk in response.iter():
+                        await out.write(chunk)
+                complete = True
+                await out.write_eof()
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError,
+                asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
+            if not isinstance(err, ConnectionResetError | aiohttp.ClientConnectionResetError):
+                self.metrics.error(name, "stream")
+                log.info("proxied response ended early", apiservice=name, error=str(err))
+            _abort(request)
+        except asyncio.CancelledError:
+            _abort(request)
+            raise
+        finally:
+            if complete and response.done and response.keep_alive:
+                pools.release(conn)
+            else:
+                conn.close()
         return out
 
     # -- upgrades -----------------------------------------------------------------------------
@@ -317,6 +406,35 @@ class Proxy:
 
 
 # -- request and response pieces ------------------------------------------------------------------
+
+
+_RELAYED_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+
+
+def _relayable(request: web.BaseRequest, info: Any) -> bool:
+    """A request the lean relay takes: bodiless, idempotent, not a watch or other long one."""
+    if request.method not in _RELAYED_METHODS or request.body_exists:
+        return False
+    headers = request.headers
+    if "Transfer-Encoding" in headers or headers.get("Content-Length", "0") != "0":
+        return False
+    return not (info is None or info.is_long_running or "watch" in request.query)
+
+
+def _response_for(request: web.BaseRequest, code: int, reason: str | None, headers: Any,
+                  small: bool) -> web.StreamResponse:
+    """The client's response for a backend's status and headers: less hop-by-hop and CORS
+    ones, with the request's Audit-ID unless the backend set one. A small body of a known
+    length goes out with the head in one write."""
+    out = (_SmallResponse if small else web.StreamResponse)(status=code, reason=reason)
+    out_headers = out.headers
+    for key, value in headers:
+        if key.lower() not in _DROPPED_RESPONSE:
+            out_headers.add(key, value)
+    request_id = request.get(REQUEST_ID)
+    if request_id and "Audit-ID" not in out_headers:
+        out_headers["Audit-ID"] = request_id
+    return out
 
 
 def _is_upgrade(request: web.BaseRequest) -> bool:

@@ -7,6 +7,8 @@ proxy transport).
   default of 100 would queue the 101st open watch). No cookie jar, and bodies are never
   decompressed, so a proxied body passes through byte for byte; nothing is added to a request
   that its caller did not set (no User-Agent, Accept or Accept-Encoding of aiohttp's own).
+- Beside it, the proxy's lean keep-alive relay pools (``relay``, gateway/transport/relay.py),
+  keyed by (host, port, server name, TLS context), closed with the session.
 - A TLS context per (CA bundle, insecure, with or without the proxy client certificate), made
   once and cached. The server name a certificate must carry is not part of a Python context:
   it is given per connection (``server_hostname``), and the pool keys connections by it, so a
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import aiohttp
 import structlog
+
+from gateway.transport import relay
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +72,7 @@ class ClientManager:
         self.reload_interval = reload_interval
         self._contexts: dict[tuple[bytes, bool, bool], ssl.SSLContext] = {}
         self._session: aiohttp.ClientSession | None = None
+        self.relay = relay.Pools()  # the proxy's lean keep-alive path
         self._pair: _Pair | None = None
         self._checked = float("-inf")
         if self.has_client_cert:  # a bad pair at start is an error the caller sees
@@ -166,6 +171,7 @@ class ClientManager:
         return session
 
     async def close(self) -> None:
+        await self.relay.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -484,6 +484,19 @@ def test_a_watch_streams_event_by_event(gw, backend):
     admin(gw, "DELETE", f"{FLUNDERS}/{second}")
 
 
+def test_proxied_answers_carry_the_filters_headers(gw, backend):
+    """kube's filters write their headers before the proxy adds the backend's: a proxied
+    answer, streamed or not, carries Cache-Control and one Audit-ID."""
+    for path in (f"{FLUNDERS}/{unique()}/whoami", f"{FLUNDERS}?watch=1&timeoutSeconds=1"):
+        response = gw.open("GET", path, timeout=60)
+        try:
+            assert response.status == 200
+            assert response.headers.get_all("Cache-Control")[0] == "no-cache, private", path
+            assert len(response.headers.get_all("Audit-ID")) == 1, path
+        finally:
+            response.close()
+
+
 def test_a_50mib_list_streams_through_with_bounded_memory(gw, backend):
     pid = gw.proc.pid
     reset = reset_peak_rss(pid)

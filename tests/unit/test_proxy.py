@@ -402,3 +402,179 @@ async def test_serving_reuses_one_tls_context(front: Front, clients: ClientManag
     assert isinstance(next(iter(clients._contexts.values())), ssl.SSLContext)
     assert json_lines(b'{"a":1}\n') == [{"a": 1}]
     assert SERVER_NAME == "api.backends.svc"
+
+
+# -- the lean keep-alive relay (bodiless GET/HEAD/DELETE/OPTIONS) ---------------------------------
+
+
+class ScriptedBackend:
+    """A raw HTTPS/1.1 keep-alive backend answering by path, counting its connections."""
+
+    def __init__(self, pki: PKI) -> None:
+        self.pki = pki
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.drop_second = False  # a connection's 2nd request: closed unanswered (stale)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> ScriptedBackend:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0,
+                                                  ssl=self.pki.server_context())
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.append(writer)
+        served = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests.append(head)
+                served += 1
+                if self.drop_second and served == 2:
+                    writer.close()
+                    return
+                method, path = head.split(b" ", 2)[:2]
+                leaf = path.rsplit(b"/", 1)[-1]
+                if leaf == b"chunked":
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                                 b"X-Kind: chunked\r\n\r\n")
+                    for piece in (b"hello ", b"chunked ", b"world" * 5000):
+                        writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        await writer.drain()
+                    writer.write(b"0\r\nX-Trailer: t\r\n\r\n")
+                elif leaf == b"large":
+                    body = bytes(range(256)) * 1000
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+                    writer.write(body)
+                elif leaf in (b"204", b"304"):
+                    writer.write(b"HTTP/1.1 " + leaf + b" X\r\nETag: \"e\"\r\n"
+                                 b"Content-Length: 7\r\n\r\n" if leaf == b"304" else
+                                 b"HTTP/1.1 204 No Content\r\nX-Empty: 1\r\n\r\n")
+                elif leaf == b"die":
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                    writer.write(b"y" * 1000)
+                    await writer.drain()
+                    writer.transport.abort()
+                    return
+                else:
+                    body = b"ok:" + method + b":" + leaf
+                    writer.write(b"HTTP/1.1 200 Fine\r\nContent-Length: %d\r\n"
+                                 b"Keep-Alive: timeout=5\r\nAccess-Control-Allow-Origin: *\r\n"
+                                 b"X-B: 1\r\n\r\n%s" % (len(body), body if method != b"HEAD"
+                                                        else b""))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def scripted(pki: PKI, clients: ClientManager):
+    backend = await ScriptedBackend(pki).start()
+    front = await Front(Proxy(clients, StaticResolver(backend.port)), route_for(pki)).start()
+    yield backend, front
+    await front.stop()
+    await backend.stop()
+
+
+G = "/apis/g.example.com/v1/namespaces/x/things"
+
+
+async def test_relay_reuses_one_connection(scripted, http: aiohttp.ClientSession) -> None:
+    backend, front = scripted
+    for method in ("GET", "GET", "DELETE", "OPTIONS", "GET"):
+        async with http.request(method, f"{front.url}{G}/one") as response:
+            assert response.status == 200
+            assert response.reason == "Fine"
+            assert await response.read() == f"ok:{method}:one".encode()
+            assert response.headers["X-B"] == "1"
+            assert response.headers["Audit-ID"] == "audit-1"
+            assert "Keep-Alive" not in response.headers
+            assert "Access-Control-Allow-Origin" not in response.headers
+    assert backend.connections == 1
+    assert front.proxy.clients.relay.opened == 1
+
+
+async def test_relay_retries_a_stale_connection(scripted, http: aiohttp.ClientSession) -> None:
+    backend, front = scripted
+    backend.drop_second = True
+    for _ in range(3):
+        async with http.get(f"{front.url}{G}/one") as response:
+            assert response.status == 200
+            assert await response.read() == b"ok:GET:one"
+    # each connection's second request is dropped and sent again on a fresh connection
+    assert backend.connections == 3
+    assert len(backend.requests) == 5
+
+
+async def test_relay_chunked_and_large_bodies(scripted, http: aiohttp.ClientSession) -> None:
+    backend, front = scripted
+    for _ in range(2):
+        async with http.get(f"{front.url}{G}/chunked") as response:
+            assert response.status == 200
+            assert response.headers["X-Kind"] == "chunked"
+            assert await response.read() == b"hello chunked " + b"world" * 5000
+        async with http.get(f"{front.url}{G}/large") as response:
+            assert response.headers["Content-Length"] == "256000"
+            assert await response.read() == bytes(range(256)) * 1000
+    assert backend.connections == 1
+
+
+async def test_relay_head_204_304_have_no_body(scripted, http: aiohttp.ClientSession) -> None:
+    backend, front = scripted
+    async with http.head(f"{front.url}{G}/one") as response:
+        assert response.status == 200
+        assert response.headers["Content-Length"] == "11"
+    async with http.get(f"{front.url}{G}/204") as response:
+        assert response.status == 204
+        assert response.headers["X-Empty"] == "1"
+        assert await response.read() == b""
+    async with http.get(f"{front.url}{G}/304") as response:
+        assert response.status == 304
+        assert response.headers["ETag"] == '"e"'
+        assert await response.read() == b""
+    async with http.get(f"{front.url}{G}/one") as response:
+        assert await response.read() == b"ok:GET:one"
+    assert backend.connections == 1
+
+
+async def test_relay_backend_dies_mid_body(scripted) -> None:
+    backend, front = scripted
+    reader, writer = await asyncio.open_connection("127.0.0.1", front.port)
+    writer.write(f"GET {G}/die HTTP/1.1\r\nHost: gw\r\n\r\n".encode())
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"Content-Length: 100000" in head
+    rest = await asyncio.wait_for(reader.read(), 10)  # until the connection is cut
+    assert len(rest) < 100000 and b"HTTP/1.1" not in rest
+    writer.close()
+    assert backend.connections == 1
+    assert front.proxy.clients.relay.idle_count() == 0
+
+
+async def test_relay_sends_what_aiohttp_sends(front: Front, backend: Backend,
+                                              http: aiohttp.ClientSession) -> None:
+    sent = {"X-Forwarded-For": "10.0.0.1", "Accept": "application/json", "X-Custom": "1",
+            "Connection": "keep-alive, X-Hop", "X-Hop": "1"}
+    records = []
+    for use_relay in (True, False):
+        front.proxy.use_relay = use_relay
+        for method in ("GET", "DELETE", "OPTIONS"):
+            async with http.request(method, f"{front.url}{G}/echo?b=1&a=2",
+                                    headers=sent) as response:
+                assert response.status == 200
+                headers = [(k, v) for k, v in response.headers.items()
+                           if k not in ("Date", "Content-Length")]
+                records.append((method, headers, (await response.json())["headers"]))
+    assert records[:3] == records[3:]
