@@ -24,6 +24,13 @@ HOOKS = (
     "poststarthook/start-system-namespaces-controller",
     "poststarthook/rbac/bootstrap-roles",
     "poststarthook/rbac/aggregate-cluster-roles",
+    "poststarthook/priority-and-fairness-config-producer",
+    "poststarthook/apiservice-registration-controller",
+    "poststarthook/apiservice-status-local-available-controller",
+    "poststarthook/apiservice-status-remote-available-controller",
+    "poststarthook/apiservice-discovery-controller",
+    "poststarthook/apiservice-openapi-controller",
+    "poststarthook/kube-apiserver-autoregistration",
     "poststarthook/start-cluster-authentication-info-controller",
     "poststarthook/start-kube-controllers",
 )
@@ -110,7 +117,7 @@ def test_each_hook_is_a_named_check(gateway) -> None:
     code, listing = _get(gateway, "/readyz?verbose")
     assert code == 200
     lines = listing.splitlines()
-    for hook in HOOKS:
+    for hook in (*HOOKS, "autoregister-completion"):
         assert f"[+]{hook} ok" in lines, listing
         assert _get(gateway, f"/readyz/{hook}") == (200, "ok"), hook
         for endpoint in ("healthz", "livez"):
