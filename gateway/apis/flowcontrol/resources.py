@@ -183,22 +183,21 @@ def _url_path_cause(path: str, url: str) -> Cause | None:
     return None
 
 
+def _listed_causes(path: str, values: list, missing: str, what: str) -> list[Cause]:
+    """A rule's list: required (``missing`` says so), and '*' only on its own."""
+    if not values:
+        return [required(path, missing)]
+    if len(values) > 1 and "*" in values:
+        return [invalid(path, values, f"if '*' is present, must not specify other {what}")]
+    return []
+
+
 def _resource_rule_causes(path: str, rule: dict) -> list[Cause]:
     causes = _verbs_causes(f"{path}.verbs", rule.get("verbs") or [])
-    groups = rule.get("apiGroups") or []
-    if not groups:
-        causes.append(required(f"{path}.apiGroups",
-                               "resource rules must supply at least one api group"))
-    elif len(groups) > 1 and "*" in groups:
-        causes.append(invalid(f"{path}.apiGroups", groups,
-                              "if '*' is present, must not specify other api groups"))
-    resources = rule.get("resources") or []
-    if not resources:
-        causes.append(required(f"{path}.resources",
-                               "resource rules must supply at least one resource"))
-    elif len(resources) > 1 and "*" in resources:
-        causes.append(invalid(f"{path}.resources", resources,
-                              "if '*' is present, must not specify other resources"))
+    causes += _listed_causes(f"{path}.apiGroups", rule.get("apiGroups") or [],
+                             "resource rules must supply at least one api group", "api groups")
+    causes += _listed_causes(f"{path}.resources", rule.get("resources") or [],
+                             "resource rules must supply at least one resource", "resources")
     namespaces = rule.get("namespaces") or []
     if not namespaces and not rule.get("clusterScope"):
         causes.append(required(f"{path}.namespaces", "resource rules that are not cluster "
@@ -217,14 +216,10 @@ def _resource_rule_causes(path: str, rule: dict) -> list[Cause]:
 def _non_resource_rule_causes(path: str, rule: dict) -> list[Cause]:
     causes = _verbs_causes(f"{path}.verbs", rule.get("verbs") or [])
     urls = rule.get("nonResourceURLs") or []
-    if not urls:
-        causes.append(required(f"{path}.nonResourceURLs",
-                               "nonResourceURLs must contain at least one value"))
-    elif "*" in urls:
-        if len(urls) > 1:
-            causes.append(invalid(f"{path}.nonResourceURLs", urls, "if '*' is present, must "
-                                  "not specify other non-resource URLs"))
-    else:
+    causes += _listed_causes(f"{path}.nonResourceURLs", urls,
+                             "nonResourceURLs must contain at least one value",
+                             "non-resource URLs")
+    if urls and "*" not in urls:
         for i, url in enumerate(urls):
             if (cause := _url_path_cause(f"{path}.nonResourceURLs[{i}]", url)) is not None:
                 causes.append(cause)
