@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -38,7 +37,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +147,16 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def wait_listening(port: int, proc: subprocess.Popen, log: Path, timeout: float = 10) -> None:
@@ -274,12 +283,7 @@ class Nginx:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+            stop_process(self.proc)
 
 
 # -- the gateway ------------------------------------------------------------------------------
@@ -336,6 +340,20 @@ def start_gateway(workdir: Path, pki: PKI, backend_port: int) -> GatewayProcess:
         if time.monotonic() > deadline:
             raise TimeoutError(f"APIService not Available: {conditions}\n{proc.log()}")
         time.sleep(0.2)
+    return proc
+
+
+def start_naive(workdir: Path, pki: PKI, port: int, backend_port: int) -> subprocess.Popen:
+    """bench/naive_proxy.py, the calibration point: aiohttp's server and client alone."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "naive.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("naive_proxy.py")), str(port),
+             str(backend_port), str(pki.proxy_serving.cert), str(pki.proxy_serving.key),
+             str(pki.backend_ca), str(pki.front_proxy_client.cert),
+             str(pki.front_proxy_client.key), TOKEN], stdout=out, stderr=subprocess.STDOUT)
+    wait_listening(port, proc, log)
     return proc
 
 
@@ -511,11 +529,15 @@ async def running(tmp: Path):
         stack.callback(proxy.stop)
         gateway = start_gateway(tmp / "gateway", pki, mtls_port)
         stack.callback(gateway.stop)
+        naive_port = free_port()
+        naive = start_naive(tmp / "naive", pki, naive_port, mtls_port)
+        stack.callback(stop_process, naive)
         assert backend.pid and proxy.pid and gateway.proc
         targets = {
             "a": Target("(a) backend directly", plain_port, False, backend.pid, []),
             "b": Target("(b) nginx mTLS proxy", proxy_port, True, proxy.pid, [backend.pid]),
             "c": Target("(c) gateway", gateway.port, True, gateway.proc.pid, [backend.pid]),
+            "d": Target("(d) naive aiohttp proxy", naive_port, True, naive.pid, [backend.pid]),
         }
         for target in targets.values():
             check_answers(target.port, target.token)
@@ -539,6 +561,23 @@ def place(target: Target, server_cpu: set[int] | None, load_cpus: set[int] | Non
         os.sched_setaffinity(0, load_cpus)
 
 
+@contextmanager
+def profiled(out: Path | None, pid: int | None, seconds: float):
+    """py-spy sampling ``pid`` into ``out`` (collapsed stacks) for the enclosed run."""
+    if out is None or pid is None:
+        yield
+        return
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw", "--rate",
+                            "250", "--nonblocking", "--output", str(out),
+                            "--duration", str(max(1, round(seconds)))],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        spy.wait(timeout=seconds + 30)
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
@@ -558,6 +597,9 @@ async def main() -> int:
                         help="the fixed-rate phase in this many interleaved rounds")
     parser.add_argument("--no-pin", action="store_true",
                         help="do not put the measured server on a CPU of its own")
+    parser.add_argument("--profile", type=Path, metavar="FILE",
+                        help="record the gateway with py-spy during its run at --connections "
+                             "(collapsed stacks, for flamegraph.pl or speedscope)")
     args = parser.parse_args()
     missing = [tool for tool in ("nginx", "wrk") if shutil.which(tool) is None]
     if missing:
@@ -573,17 +615,20 @@ async def main() -> int:
             for key, target in targets.items():
                 place(target, server_cpu, load_cpus)
                 wrk(target.port, args.warmup, args.connections, target.token, load_cpus, None)
-                closed[key] = wrk(target.port, args.seconds, args.connections, target.token,
-                                  load_cpus, target.server_pid)
+                with profiled(args.profile if key == "c" else None, target.server_pid,
+                              args.seconds):
+                    closed[key] = wrk(target.port, args.seconds, args.connections,
+                                      target.token, load_cpus, target.server_pid)
             c = targets["c"]
             place(c, server_cpu, load_cpus)
             closed["c_peak"] = wrk(c.port, args.seconds, args.peak_connections, True,
                                    load_cpus, c.server_pid)
             peak = max(closed["c"].rps, closed["c_peak"].rps)
             rate = peak / 2
-            rounds: dict[str, list] = {key: [] for key in targets}
+            paced_targets = {key: t for key, t in targets.items() if key != "d"}
+            rounds: dict[str, list] = {key: [] for key in paced_targets}
             for _ in range(args.rounds):  # interleaved: a busy moment hits every target
-                for key, target in targets.items():
+                for key, target in paced_targets.items():
                     place(target, server_cpu, load_cpus)
                     one = await paced(target.port, rate, args.seconds / args.rounds,
                                       args.connections, target.token, target.server_pid)
@@ -596,6 +641,7 @@ async def main() -> int:
 def report(args, closed: dict[str, Result], opened: dict[str, Result], peak: float,
            rate: float, server_cpu: set[int] | None) -> None:
     labels = {"a": "(a) backend directly", "b": "(b) nginx mTLS proxy", "c": "(c) gateway",
+              "d": "(d) naive aiohttp proxy",
               "c_peak": f"(c) gateway, {args.peak_connections} connections"}
     pinned = (f"the measured server alone on CPU {min(server_cpu)}" if server_cpu
               else "no CPU pinning")
@@ -608,7 +654,8 @@ def report(args, closed: dict[str, Result], opened: dict[str, Result], peak: flo
               f"{cores(result.cpu):>11} {result.errors:>7}")
     a, b, c = closed["a"].rps, closed["b"].rps, closed["c"].rps
     verdict = "met" if c / b >= 0.75 else "NOT met"
-    print(f"c/a = {c / a:.2f}   c/b = {c / b:.2f} (target >= 0.75: {verdict})")
+    print(f"c/a = {c / a:.2f}   c/b = {c / b:.2f} (target >= 0.75: {verdict})   "
+          f"d/b = {closed['d'].rps / b:.2f}   c/d = {c / closed['d'].rps:.2f}")
     print()
     print(f"fixed rate {rate:,.0f} req/s = half the gateway's peak of {peak:,.0f} "
           f"(open loop, {args.connections} connections, {args.rounds} interleaved rounds; "

@@ -35,6 +35,10 @@ class AggregatorMetrics:
         self.open = Gauge(
             "aggregator_proxy_open_requests", "Proxied requests and upgraded connections "
             "open now, by APIService.", ["name"], registry=r)
+        self.fast_lane = Counter(
+            "aggregator_proxy_fast_lane_requests", "Proxied requests served by the fast lane "
+            "(below aiohttp's server; see gateway/aggregator/fastlane.py), of all APIServices.",
+            registry=r)
         self.unavailable = Gauge(
             "aggregator_unavailable_apiservice", "Gauge of APIServices which are marked as "
             "unavailable broken down by APIService name.", ["name"], registry=r)

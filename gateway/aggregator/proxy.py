@@ -134,6 +134,31 @@ def plain_error(code: int, message: str) -> web.Response:
                         headers={"X-Content-Type-Options": "nosniff"})
 
 
+def redirect_refused() -> web.Response:
+    """A backend's redirect, replaced whole by kube's 502: this body, nothing more."""
+    return web.Response(status=502, body=_REDIRECT_MESSAGE.encode(), content_type="text/plain",
+                        charset="utf-8")
+
+
+#: What breaks off a proxied body once its head went out.
+STREAM_ERRORS = (aiohttp.ClientError, OSError, TimeoutError, ValueError,
+                 asyncio.IncompleteReadError, asyncio.LimitOverrunError)
+
+
+_NO_DEADLINE = contextlib.nullcontext()
+
+
+def discovery_deadline(discovery: bool) -> Any:
+    """DISCOVERY_TIMEOUT for a discovery request; nothing (and no timer) for the others."""
+    return asyncio.timeout(DISCOVERY_TIMEOUT) if discovery else _NO_DEADLINE
+
+
+def is_discovery(info: Any, path: str) -> bool:
+    """A request for a group version's discovery document (``/apis/<g>/<v>`` itself), which
+    must answer within DISCOVERY_TIMEOUT."""
+    return not info.is_resource_request and path.strip("/").count("/") == 2
+
+
 @dataclass
 class _Target:
     """What the proxy keeps per Route, rebuilt when the Route object is replaced."""
@@ -173,20 +198,13 @@ class Proxy:
 
     async def serve(self, request: web.BaseRequest, route: Route) -> web.StreamResponse:
         target = self._target(route)
-        name = route.name
         user = request.get(USER)
         if user is None:
             return plain_error(500, "missing user")
-        service = route.service
-        assert service is not None
-        try:
-            address = await self.resolver.resolve(service.namespace, service.name, service.port)
-        except ResolveError as err:
-            log.warning(f"error resolving {service.namespace}/{service.name}", error=str(err))
-            self.metrics.error(name, "resolve")
-            self.metrics.request(name, 503)
-            return plain_error(503, "service unavailable")
-        gauge = self.metrics.opened(name)
+        address = await self.resolve(route)
+        if isinstance(address, web.Response):
+            return address
+        gauge = self.metrics.opened(route.name)
         gauge.inc()
         try:
             if _is_upgrade(request):
@@ -195,14 +213,25 @@ class Proxy:
         finally:
             gauge.dec()
 
+    async def resolve(self, route: Route) -> ServiceAddress | web.Response:
+        """Where the route's Service is, or kube's 503 when it does not resolve."""
+        service = route.service
+        assert service is not None
+        try:
+            return await self.resolver.resolve(service.namespace, service.name, service.port)
+        except ResolveError as err:
+            log.warning(f"error resolving {service.namespace}/{service.name}", error=str(err))
+            self.metrics.error(route.name, "resolve")
+            self.metrics.request(route.name, 503)
+            return plain_error(503, "service unavailable")
+
     async def _forward(self, request: web.BaseRequest, target: _Target, address: ServiceAddress,
                        user: UserInfo) -> web.StreamResponse:
         route = target.route
         name = route.name
         headers = _request_headers(request, user, address, _DROPPED_REQUEST)
         info = request.get(REQUEST_INFO)
-        discovery = (info is not None and not info.is_resource_request
-                     and request.path.strip("/").count("/") == 2)
+        discovery = info is not None and is_discovery(info, request.path)
         if self.use_relay and _relayable(request, info):
             return await self._relay(request, route, address, headers, discovery)
         url = URL(f"https://{_hostport(address)}{_target_path(request)}", encoded=True)
@@ -226,9 +255,7 @@ class Proxy:
             if 300 <= code < 400 and response.headers.get("Location"):
                 self.metrics.error(name, "redirect")
                 self.metrics.request(name, 502)
-                # kube replaces the backend's answer whole: this body, nothing more
-                return web.Response(status=502, body=_REDIRECT_MESSAGE.encode(),
-                                    content_type="text/plain", charset="utf-8")
+                return redirect_refused()
             length = response.content_length
             small = length is not None and length <= SMALL_BODY
             out = _response_for(request, code, response.reason, response.headers.items(), small)
@@ -255,9 +282,7 @@ class Proxy:
                     await out.write(chunk)
             await out.write_eof()
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
-            if not isinstance(err, ConnectionResetError | aiohttp.ClientConnectionResetError):
-                self.metrics.error(name, "stream")
-                log.info("proxied response ended early", apiservice=name, error=str(err))
+            self.stream_failed(name, err)
             _abort(request)
         except asyncio.CancelledError:  # the client left, or the request's deadline
             _abort(request)
@@ -266,14 +291,16 @@ class Proxy:
 
     # -- the lean path ------------------------------------------------------------------------
 
-    async def _relay(self, request: web.BaseRequest, route: Route, address: ServiceAddress,
-                     headers: CIMultiDict[str], discovery: bool) -> web.StreamResponse:
-        """What _forward does through aiohttp, on a pooled keep-alive TLS stream of our own:
-        the same request head as aiohttp writes (Host first), the same answers."""
+    async def exchange(self, route: Route, address: ServiceAddress, method: str, target: str,
+                       headers: CIMultiDict[str], discovery: bool
+                       ) -> tuple[relay.Connection, relay.Response] | web.Response:
+        """A bodiless request sent by the lean relay: the connection and the backend's response
+        head (its body still to read), or the answer to give instead (503 when the backend
+        cannot be reached, 502 for a redirect). The request head is the one aiohttp would
+        write (Host first)."""
         name = route.name
-        method = request.method
         host = headers.get("Host") or _hostport(address)
-        lines = [f"{method} {_target_path(request)} HTTP/1.1\r\nHost: {host}\r\n"]
+        lines = [f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n"]
         lines += [f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() != "host"]
         if method == "DELETE" and "Content-Length" not in headers:
             lines.append("Content-Length: 0\r\n")  # as aiohttp adds for a bodiless DELETE
@@ -284,7 +311,7 @@ class Proxy:
         started = time.monotonic()
         conn: relay.Connection | None = None
         try:
-            async with asyncio.timeout(DISCOVERY_TIMEOUT if discovery else None):
+            async with discovery_deadline(discovery):
                 conn = await pools.acquire(key, clients.CONNECT_TIMEOUT)
                 try:
                     response = await relay.send(conn, head, method)
@@ -316,16 +343,41 @@ class Proxy:
                 return plain_error(503, "error trying to reach service: unexpected 101")
             self.metrics.error(name, "redirect")
             self.metrics.request(name, 502)
-            return web.Response(status=502, body=_REDIRECT_MESSAGE.encode(),
-                                content_type="text/plain", charset="utf-8")
+            return redirect_refused()
+        self.metrics.request(name, code)
+        return conn, response
+
+    def finished(self, conn: relay.Connection, response: relay.Response, complete: bool) -> None:
+        """A relayed exchange is over: its connection back to the pool when it can serve
+        again, closed otherwise."""
+        if complete and response.done and response.keep_alive:
+            self.clients.relay.release(conn)
+        else:
+            conn.close()
+
+    def stream_failed(self, name: str, err: BaseException) -> None:
+        """A proxied body broke off after its head went out (a reset by the client is not
+        the backend's fault)."""
+        if not isinstance(err, ConnectionResetError | aiohttp.ClientConnectionResetError):
+            self.metrics.error(name, "stream")
+            log.info("proxied response ended early", apiservice=name, error=str(err))
+
+    async def _relay(self, request: web.BaseRequest, route: Route, address: ServiceAddress,
+                     headers: CIMultiDict[str], discovery: bool) -> web.StreamResponse:
+        """What _forward does through aiohttp, on a pooled keep-alive TLS stream of our own."""
+        exchanged = await self.exchange(route, address, request.method, _target_path(request),
+                                        headers, discovery)
+        if isinstance(exchanged, web.Response):
+            return exchanged
+        conn, response = exchanged
         length = response.length
         small = response.no_body or (length is not None and length <= SMALL_BODY)
-        out = _response_for(request, code, response.reason, response.headers, small)
-        self.metrics.request(name, code)
+        out = _response_for(request, response.status, response.reason, response.headers,
+                            small)
         request["gateway.response_started"] = True
         complete = False
         try:
-            async with asyncio.timeout(DISCOVERY_TIMEOUT if discovery else None):
+            async with discovery_deadline(discovery):
                 await prepare_response(request, out)
                 if small:
                     body = await response.read()
@@ -336,20 +388,14 @@ class Proxy:
                         await out.write(chunk)
                 complete = True
                 await out.write_eof()
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError,
-                asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
-            if not isinstance(err, ConnectionResetError | aiohttp.ClientConnectionResetError):
-                self.metrics.error(name, "stream")
-                log.info("proxied response ended early", apiservice=name, error=str(err))
+        except STREAM_ERRORS as err:
+            self.stream_failed(route.name, err)
             _abort(request)
         except asyncio.CancelledError:
             _abort(request)
             raise
         finally:
-            if complete and response.done and response.keep_alive:
-                pools.release(conn)
-            else:
-                conn.close()
+            self.finished(conn, response, complete)
         return out
 
     # -- upgrades -----------------------------------------------------------------------------
@@ -427,13 +473,19 @@ def _response_for(request: web.BaseRequest, code: int, reason: str | None, heade
     ones, with the request's Audit-ID unless the backend set one. A small body of a known
     length goes out with the head in one write."""
     out = (_SmallResponse if small else web.StreamResponse)(status=code, reason=reason)
-    out_headers = out.headers
+    backend_response_headers(out.headers, headers, request.get(REQUEST_ID))
+    return out
+
+
+def backend_response_headers(out: CIMultiDict[str], headers: Any, request_id: str | None
+                             ) -> CIMultiDict[str]:
+    """Into ``out``, the backend's headers the client gets: less hop-by-hop and CORS ones,
+    with the request's Audit-ID unless the backend set one."""
     for key, value in headers:
         if key.lower() not in _DROPPED_RESPONSE:
-            out_headers.add(key, value)
-    request_id = request.get(REQUEST_ID)
-    if request_id and "Audit-ID" not in out_headers:
-        out_headers["Audit-ID"] = request_id
+            out.add(key, value)
+    if request_id and "Audit-ID" not in out:
+        out["Audit-ID"] = request_id
     return out
 
 
@@ -452,10 +504,14 @@ def _hostport(address: ServiceAddress) -> str:
 def _target_path(request: web.BaseRequest) -> str:
     """The path as the client sent it, and the query re-encoded as Go's Query().Encode()
     (keys sorted, values in order)."""
-    path = request.rel_url.raw_path
-    if not request.query_string:
+    return go_target(request.rel_url.raw_path, request.query if request.query_string else None)
+
+
+def go_target(path: str, query: Any) -> str:
+    """``path`` and the decoded ``query`` pairs encoded as Go's Query().Encode() does."""
+    if not query:
         return path
-    pairs = sorted(request.query.items(), key=lambda kv: kv[0])
+    pairs = sorted(query.items(), key=lambda kv: kv[0])
     query = "&".join(f"{quote_plus(k, safe='')}={quote_plus(v, safe='')}" for k, v in pairs)
     return f"{path}?{query}"
 
@@ -474,13 +530,23 @@ def _forwarded_uri(raw_path: str) -> str:
 
 def _request_headers(request: web.BaseRequest, user: UserInfo, address: ServiceAddress,
                      dropped: frozenset[str]) -> CIMultiDict[str]:
+    return forwarded_headers(request.headers, user, address, dropped,
+                             raw_path=request.rel_url.raw_path, remote=request.remote,
+                             request_id=request.get(REQUEST_ID))
+
+
+def forwarded_headers(headers: Any, user: UserInfo, address: ServiceAddress,
+                      dropped: frozenset[str] = _DROPPED_REQUEST, *, raw_path: str,
+                      remote: str | None, request_id: str | None) -> CIMultiDict[str]:
+    """The headers a request goes to the backend with: the client's, less credentials,
+    claimed identity and hop-by-hop ones; the user's identity; X-Forwarded-*; Audit-ID."""
     connection_tokens: set[str] = set()
-    if "Connection" in request.headers and dropped is _DROPPED_REQUEST:
-        connection_tokens = {t.strip().lower() for v in request.headers.getall("Connection")
+    if "Connection" in headers and dropped is _DROPPED_REQUEST:
+        connection_tokens = {t.strip().lower() for v in headers.getall("Connection")
                              for t in v.split(",")}
     out: CIMultiDict[str] = CIMultiDict()
     forwarded_for = []
-    for key, value in request.headers.items():
+    for key, value in headers.items():
         lower = key.lower()
         if lower in dropped or lower.startswith(_DROPPED_REQUEST_PREFIXES) or \
                 lower in connection_tokens:
@@ -491,15 +557,13 @@ def _request_headers(request: web.BaseRequest, user: UserInfo, address: ServiceA
         out.add(key, value)
     for key, value in identity_headers(user):
         out.add(key, value)
-    peer = request.remote
-    if peer:
-        forwarded_for.append(peer)
+    if remote:
+        forwarded_for.append(remote)
     if forwarded_for:
         out["X-Forwarded-For"] = ", ".join(forwarded_for)
-    out["X-Forwarded-Uri"] = _forwarded_uri(request.rel_url.raw_path)
+    out["X-Forwarded-Uri"] = _forwarded_uri(raw_path)
     out["X-Forwarded-Host"] = _hostport(address)
     out["X-Forwarded-Proto"] = "https"
-    request_id = request.get(REQUEST_ID)
     if request_id:
         out["Audit-ID"] = request_id
     out["Host"] = _hostport(address)

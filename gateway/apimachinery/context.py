@@ -54,11 +54,26 @@ def apply_response_headers(request: web.BaseRequest, response: web.StreamRespons
     """Give an unprepared response the filters' headers it does not set itself (a prepared
     one has them from ``prepare_response``, or it is too late)."""
     wanted = request.get(RESPONSE_HEADERS)
-    if not wanted or response.prepared:
-        return
-    own = response.headers
+    if wanted and not response.prepared:
+        fill_missing_headers(response.headers, wanted)
+
+
+def fill_missing_headers(own: CIMultiDict[str], wanted: CIMultiDict[str]) -> None:
+    """The rule for a returned response: the filters' headers whose names it does not set."""
     for name in wanted.keys() - own.keys():  # CIMultiDict keys compare case-insensitively
         for value in wanted.getall(name):
+            own.add(name, value)
+
+
+def merge_streamed_headers(own: CIMultiDict[str], wanted: CIMultiDict[str]) -> None:
+    """The rule for a streamed response: the filters' values first, then its own values for
+    those names that differ from them."""
+    for name in set(wanted.keys()):
+        mine = own.getall(name, [])
+        ours = wanted.getall(name)
+        if mine:
+            del own[name]
+        for value in ours + [v for v in mine if v not in ours]:
             own.add(name, value)
 
 
@@ -67,12 +82,5 @@ async def prepare_response(request: web.BaseRequest, response: web.StreamRespons
     filters' headers first and the response's own values for those names after them."""
     wanted = request.get(RESPONSE_HEADERS)
     if wanted and not response.prepared:
-        own = response.headers
-        for name in set(wanted.keys()):
-            mine = own.getall(name, [])
-            ours = wanted.getall(name)
-            if mine:
-                del own[name]
-            for value in ours + [v for v in mine if v not in ours]:
-                own.add(name, value)
+        merge_streamed_headers(response.headers, wanted)
     return await response.prepare(request)

@@ -25,6 +25,7 @@ from gateway.aggregator.apiservices import GROUP as APIREGISTRATION_GROUP
 from gateway.aggregator.autoregister import AutoRegistration, local_apiservices
 from gateway.aggregator.availability import AvailabilityController
 from gateway.aggregator.discovery import DiscoveryManager, apiservice_priorities
+from gateway.aggregator.fastlane import FastLane
 from gateway.aggregator.metrics import AggregatorMetrics
 from gateway.aggregator.openapi import AggregatedOpenAPI
 from gateway.aggregator.proxy import Proxy
@@ -51,6 +52,7 @@ from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.server.discovery import Discovery, GroupVersions
 from gateway.server.filters.draining import InFlightRequests
+from gateway.server.filters.limits import InFlightLimits
 from gateway.server.genericapiserver import (
     GenericAPIServer,
     Handler,
@@ -174,10 +176,18 @@ class Gateway:
         self.aggregator_server = AggregatorServer(self.aggregator, self.registration,
                                                   proxy=self.proxy)
         self.in_flight = InFlightRequests()
+        self.limits = InFlightLimits(options.max_requests_inflight,
+                                     options.max_mutating_requests_inflight)
         self.audit = Audit.from_options(options)
         self.handler: Handler = build_handler_chain(self.aggregator_server.handle, options,
-                                                    self.in_flight, self.metrics, self.security,
-                                                    self.audit)
+                                                    self.in_flight, self.limits, self.metrics,
+                                                    self.security, self.audit)
+        # plain requests for remote APIServices served below aiohttp (none while auditing:
+        # the audit filter runs on aiohttp's side only)
+        self.fast_lane = None if self.audit is not None else FastLane(
+            self.aggregator_server, self.proxy, self.security, self.metrics, self.in_flight,
+            self.limits, request_timeout=options.request_timeout,
+            cors=bool(options.cors_allowed_origins))
 
     @property
     def storage_description(self) -> str:

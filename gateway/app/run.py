@@ -17,6 +17,7 @@ import structlog
 from aiohttp import web
 
 from gateway import pki
+from gateway.aggregator.fastlane import FastLane
 from gateway.app.gateway import Gateway
 from gateway.auth.audit.policy import PolicyError
 from gateway.auth.authn.serviceaccount import KeyFileError
@@ -79,6 +80,25 @@ def _client_cas(options: ServeOptions) -> list[Path]:
     return [ca for ca in cas if ca is not None]
 
 
+class LaneSite(web.TCPSite):
+    """aiohttp's TCP site, its connections first served by the proxy's fast lane (which hands
+    them to aiohttp's protocol at the first request it does not take)."""
+
+    lane: FastLane | None = None
+
+    async def start(self) -> None:
+        if self.lane is None:
+            return await super().start()
+        await web.BaseSite.start(self)
+        server = self._runner.server
+        assert server is not None
+        self.lane.start()
+        self._server = await asyncio.get_running_loop().create_server(
+            self.lane.protocol_factory(server), self._host, self._port,
+            ssl=self._ssl_context, backlog=self._backlog, reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port)
+
+
 async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set or a SIGTERM/SIGINT arrives."""
     options = complete_with_dev_pki(options)
@@ -110,9 +130,10 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     server = web.Server(gateway.handler, access_log=None, handler_cancellation=True)
     runner = web.ServerRunner(server, shutdown_timeout=options.request_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, options.bind_address, options.secure_port,
-                       ssl_context=ssl_context, reuse_address=True,
-                       shutdown_timeout=options.request_timeout)
+    site = LaneSite(runner, options.bind_address, options.secure_port,
+                    ssl_context=ssl_context, reuse_address=True,
+                    shutdown_timeout=options.request_timeout)
+    site.lane = gateway.fast_lane
     try:
         await site.start()
     except OSError as err:
@@ -132,8 +153,12 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     if options.shutdown_delay_duration:
         await asyncio.sleep(options.shutdown_delay_duration)
     await site.stop()  # no new connections
+    if gateway.fast_lane is not None:
+        gateway.fast_lane.close_idle()
     if not await gateway.in_flight.wait_idle(options.request_timeout):
         log.warning("in-flight requests did not finish in time", left=gateway.in_flight.count)
+    if gateway.fast_lane is not None:
+        gateway.fast_lane.stop()
     await runner.cleanup()
     await gateway.stop()
     log.info("stopped")

@@ -22,7 +22,12 @@ from gateway.server.filters.authorization import with_authorization
 from gateway.server.filters.cors import with_cors
 from gateway.server.filters.draining import InFlightRequests, with_drain_tracking
 from gateway.server.filters.impersonation import with_impersonation
-from gateway.server.filters.limits import with_cache_control, with_max_in_flight, with_timeout
+from gateway.server.filters.limits import (
+    InFlightLimits,
+    with_cache_control,
+    with_max_in_flight,
+    with_timeout,
+)
 from gateway.server.filters.metrics import with_metrics
 from gateway.server.filters.recovery import with_panic_recovery
 from gateway.server.filters.requestid import with_request_id
@@ -55,10 +60,10 @@ class Audit:
 
 
 def build_handler_chain(handler: Handler, options: ServeOptions, in_flight: InFlightRequests,
-                        metrics: Metrics, security: Security, audit: Audit | None) -> Handler:
+                        limits: InFlightLimits, metrics: Metrics, security: Security,
+                        audit: Audit | None) -> Handler:
     handler = with_authorization(handler, security.authorize)
-    handler = with_max_in_flight(handler, options.max_requests_inflight,
-                                 options.max_mutating_requests_inflight)
+    handler = with_max_in_flight(handler, limits)
     handler = with_impersonation(handler, security.authorize)
     if audit is not None:
         handler = with_audit(handler, audit.policy, audit.log)

@@ -53,10 +53,15 @@ class Metrics:
                                  ["operation", "type"], buckets=STORAGE_BUCKETS, registry=r)
 
     def labels(self, request: web.BaseRequest, info: RequestInfo) -> tuple[str, ...]:
+        return self.labels_of(request.method, request.headers.get("Content-Type", ""),
+                              "dryRun" in request.query, info)
+
+    def labels_of(self, method: str, content_type: str, dry_run: bool,
+                  info: RequestInfo) -> tuple[str, ...]:
+        """The apiserver_request_* labels of a request (kube's verb, scope and dry run)."""
         verb = _VERBS.get(info.verb, info.verb.upper()) if info.is_resource_request else \
-            request.method.upper()
-        if verb == "PATCH" and request.headers.get("Content-Type", "").startswith(
-                "application/apply-patch"):
+            method.upper()
+        if verb == "PATCH" and content_type.startswith("application/apply-patch"):
             verb = "APPLY"
         if not info.is_resource_request:
             scope = ""
@@ -64,8 +69,7 @@ class Metrics:
             scope = "resource"
         else:
             scope = "namespace" if info.namespace else "cluster"
-        dry_run = "All" if "dryRun" in request.query else ""
-        return (verb, dry_run, info.api_group, info.api_version, info.resource,
+        return (verb, "All" if dry_run else "", info.api_group, info.api_version, info.resource,
                 info.subresource, scope, "apiserver")
 
     def observe(self, labels: tuple[str, ...], code: int, started: float) -> None:

@@ -96,7 +96,8 @@ async def chain(tmp_path: Path, aiohttp_raw_server, aiohttp_client) -> AsyncIter
     options = complete_with_dev_pki(ServeOptions.from_args(args))
     gateway = Gateway(options)
     recorder = Recorder()
-    handler = build_handler_chain(recorder, options, gateway.in_flight, gateway.metrics,
+    handler = build_handler_chain(recorder, options, gateway.in_flight, gateway.limits,
+                                  gateway.metrics,
                                   gateway.security, gateway.audit)
     assert options.tls_cert_file and options.tls_private_key_file
     assert options.client_ca_file and options.requestheader_client_ca_file

@@ -26,7 +26,14 @@ def unauthorized() -> status.StatusError:
     return status.StatusError(401, "Unauthorized", "Unauthorized")
 
 
-def _credential_header_test(front_proxy: RequestHeaderConfig | None) -> \
+def authentication_failed(errors: list[Exception] | None) -> web.Response:
+    """The 401 for a request no authenticator vouched for; why goes to the log only."""
+    log.info("unable to authenticate the request",
+             reasons=[str(e) for e in errors or ()] or ["no credentials"])
+    return unauthorized().response()
+
+
+def credential_header_test(front_proxy: RequestHeaderConfig | None) -> \
         Callable[[str], bool]:
     """Whether a header name is one to remove (front_proxy is frozen: its names are read once;
     the same test as ``front_proxy.is_front_proxy_header`` plus Authorization)."""
@@ -52,7 +59,7 @@ def _cleaned(request: web.BaseRequest, front_proxy: RequestHeaderConfig | None,
     request that carries one is cloned with the others, gathered in one pass; a request that
     carries none is passed on as it is."""
     if is_credential is None:
-        is_credential = _credential_header_test(front_proxy)
+        is_credential = credential_header_test(front_proxy)
     headers = request.headers
     if not any(is_credential(name) for name in headers):
         return request
@@ -64,17 +71,14 @@ def _cleaned(request: web.BaseRequest, front_proxy: RequestHeaderConfig | None,
 def with_authentication(handler: Handler, authenticators: list[Authenticator], *,
                         anonymous: bool, front_proxy: RequestHeaderConfig | None,
                         on_failure: Callable[[web.BaseRequest], None] | None = None) -> Handler:
-    is_credential = _credential_header_test(front_proxy)
+    is_credential = credential_header_test(front_proxy)
 
     async def authentication_filter(request: web.BaseRequest) -> web.StreamResponse:
         result = await authenticate(request, authenticators, anonymous)
         if result is None:
-            errors = request.get("gateway.authn_errors") or []
-            log.info("unable to authenticate the request",
-                     reasons=[str(e) for e in errors] or ["no credentials"])
             if on_failure is not None:
                 on_failure(request)
-            return unauthorized().response()
+            return authentication_failed(request.get("gateway.authn_errors"))
         clean = _cleaned(request, front_proxy, is_credential)
         clean[USER] = result.user
         return await handler(clean)

@@ -16,6 +16,8 @@ from aiohttp import web
 from gateway.apimachinery import status
 from gateway.apimachinery.context import REQUEST_INFO, request_user, response_headers
 from gateway.apimachinery.gowords import parse_duration
+from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.user import UserInfo
 from gateway.server.genericapiserver import Handler
 
 
@@ -39,29 +41,47 @@ class _Limit:
         self.current -= 1
 
 
-def with_max_in_flight(handler: Handler, max_read: int, max_mutating: int) -> Handler:
-    if not max_read and not max_mutating:
-        return handler
-    read_only, mutating = _Limit(max_read), _Limit(max_mutating)
+class InFlightLimits:
+    """The two in-flight budgets, shared by every way a request is served."""
 
-    async def max_in_flight_filter(request: web.BaseRequest) -> web.StreamResponse:
-        info = request[REQUEST_INFO]
-        if info.is_long_running or request_user(request).is_privileged:
-            return await handler(request)
-        limit = mutating if info.is_mutating else read_only
+    def __init__(self, max_read: int, max_mutating: int) -> None:
+        self.enabled = bool(max_read or max_mutating)
+        self._read_only, self._mutating = _Limit(max_read), _Limit(max_mutating)
+
+    def enter(self, info: RequestInfo, user: UserInfo) -> _Limit | None:
+        """The budget taken (give it back with ``leave``), None when the request is not
+        counted; 429 when the budget is spent."""
+        if not self.enabled or info.is_long_running or user.is_privileged:
+            return None
+        limit = self._mutating if info.is_mutating else self._read_only
         if not limit.try_enter():
             raise too_many_requests()
+        return limit
+
+
+def with_max_in_flight(handler: Handler, limits: InFlightLimits) -> Handler:
+    if not limits.enabled:
+        return handler
+
+    async def max_in_flight_filter(request: web.BaseRequest) -> web.StreamResponse:
+        taken = limits.enter(request[REQUEST_INFO], request_user(request))
+        if taken is None:
+            return await handler(request)
         try:
             return await handler(request)
         finally:
-            limit.leave()
+            taken.leave()
 
     return max_in_flight_filter
 
 
 def request_timeout(request: web.BaseRequest, default: float) -> float:
     """The request's deadline: --request-timeout, or less when ?timeout= says so."""
-    given = request.query.get("timeout")
+    return timeout_from_query(request.query.get("timeout"), default)
+
+
+def timeout_from_query(given: str | None, default: float) -> float:
+    """``?timeout=`` within --request-timeout; 400 when it does not parse."""
     if not given:
         return default
     try:

@@ -41,7 +41,9 @@ def with_panic_recovery(handler: Handler) -> Handler:
             response = status.internal_error(
                 "an error on the server has prevented the request from succeeding"
             ).response()
-        _log_request(request, response.status, time.monotonic() - started)
+        log_request(request.method, request.rel_url.raw_path_qs, response.status,
+                    time.monotonic() - started, request.headers.get("User-Agent", ""),
+                    request.remote)
         return response
 
     return recovery_filter
@@ -52,17 +54,14 @@ def _already_started(request: web.BaseRequest) -> bool:
     return bool(request.get("gateway.response_started"))
 
 
-def _log_request(request: web.BaseRequest, code: int, seconds: float) -> None:
+def log_request(method: str, uri: str, code: int, seconds: float, user_agent: str,
+                source: str | None) -> None:
+    """The request's log line: failures always, the rest at debug level."""
     if code < 500 and not logging.getLogger("gateway.http").isEnabledFor(logging.DEBUG):
         return  # the common case: nothing to log, so build nothing
-    fields = {
-        "verb": request.method,
-        "uri": request.rel_url.raw_path_qs,
-        "code": code,
-        "latency_ms": round(seconds * 1000, 3),
-        "user_agent": request.headers.get("User-Agent", ""),
-        "source": request.remote,
-    }
+    fields = {"verb": method, "uri": uri, "code": code,
+              "latency_ms": round(seconds * 1000, 3), "user_agent": user_agent,
+              "source": source}
     if code >= 500:
         log.error("request failed", **fields)
     else:

@@ -33,10 +33,14 @@ def new_request_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def request_id_for(given: str) -> str:
+    """The client's Audit-ID when it is an acceptable one, else a new id."""
+    return given if given and _ACCEPTABLE.match(given) else new_request_id()
+
+
 def with_request_id(handler: Handler) -> Handler:
     async def request_id_filter(request: web.BaseRequest) -> web.StreamResponse:
-        given = request.headers.get("Audit-ID", "")
-        request_id = given if given and _ACCEPTABLE.match(given) else new_request_id()
+        request_id = request_id_for(request.headers.get("Audit-ID", ""))
         request[REQUEST_ID] = request_id
         # bound_contextvars without its generator-based context manager: the same tokens reset
         response_headers(request)["Audit-ID"] = request_id
