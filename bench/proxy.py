@@ -343,13 +343,15 @@ def start_gateway(workdir: Path, pki: PKI, backend_port: int) -> GatewayProcess:
     return proc
 
 
-def start_naive(workdir: Path, pki: PKI, port: int, backend_port: int) -> subprocess.Popen:
-    """bench/naive_proxy.py, the calibration point: aiohttp's server and client alone."""
+def start_reference(mode: str, workdir: Path, pki: PKI, port: int,
+                    backend_port: int) -> subprocess.Popen:
+    """One of bench/reference_proxies.py's calibration points."""
     workdir.mkdir(parents=True, exist_ok=True)
-    log = workdir / "naive.log"
+    log = workdir / f"{mode}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("naive_proxy.py")), str(port),
+            [sys.executable, str(Path(__file__).with_name("reference_proxies.py")), mode,
+             str(port),
              str(backend_port), str(pki.proxy_serving.cert), str(pki.proxy_serving.key),
              str(pki.backend_ca), str(pki.front_proxy_client.cert),
              str(pki.front_proxy_client.key), TOKEN], stdout=out, stderr=subprocess.STDOUT)
@@ -529,15 +531,18 @@ async def running(tmp: Path):
         stack.callback(proxy.stop)
         gateway = start_gateway(tmp / "gateway", pki, mtls_port)
         stack.callback(gateway.stop)
-        naive_port = free_port()
-        naive = start_naive(tmp / "naive", pki, naive_port, mtls_port)
+        naive_port, bare_port = free_port(), free_port()
+        naive = start_reference("naive", tmp / "naive", pki, naive_port, mtls_port)
         stack.callback(stop_process, naive)
+        bare = start_reference("bare", tmp / "bare", pki, bare_port, mtls_port)
+        stack.callback(stop_process, bare)
         assert backend.pid and proxy.pid and gateway.proc
         targets = {
             "a": Target("(a) backend directly", plain_port, False, backend.pid, []),
             "b": Target("(b) nginx mTLS proxy", proxy_port, True, proxy.pid, [backend.pid]),
             "c": Target("(c) gateway", gateway.port, True, gateway.proc.pid, [backend.pid]),
             "d": Target("(d) naive aiohttp proxy", naive_port, True, naive.pid, [backend.pid]),
+            "e": Target("(e) bare asyncio proxy", bare_port, True, bare.pid, [backend.pid]),
         }
         for target in targets.values():
             check_answers(target.port, target.token)
@@ -625,7 +630,7 @@ async def main() -> int:
                                    load_cpus, c.server_pid)
             peak = max(closed["c"].rps, closed["c_peak"].rps)
             rate = peak / 2
-            paced_targets = {key: t for key, t in targets.items() if key != "d"}
+            paced_targets = {key: t for key, t in targets.items() if key in "abc"}
             rounds: dict[str, list] = {key: [] for key in paced_targets}
             for _ in range(args.rounds):  # interleaved: a busy moment hits every target
                 for key, target in paced_targets.items():
@@ -641,7 +646,7 @@ async def main() -> int:
 def report(args, closed: dict[str, Result], opened: dict[str, Result], peak: float,
            rate: float, server_cpu: set[int] | None) -> None:
     labels = {"a": "(a) backend directly", "b": "(b) nginx mTLS proxy", "c": "(c) gateway",
-              "d": "(d) naive aiohttp proxy",
+              "d": "(d) naive aiohttp proxy", "e": "(e) bare asyncio proxy",
               "c_peak": f"(c) gateway, {args.peak_connections} connections"}
     pinned = (f"the measured server alone on CPU {min(server_cpu)}" if server_cpu
               else "no CPU pinning")
@@ -654,8 +659,10 @@ def report(args, closed: dict[str, Result], opened: dict[str, Result], peak: flo
               f"{cores(result.cpu):>11} {result.errors:>7}")
     a, b, c = closed["a"].rps, closed["b"].rps, closed["c"].rps
     verdict = "met" if c / b >= 0.75 else "NOT met"
-    print(f"c/a = {c / a:.2f}   c/b = {c / b:.2f} (target >= 0.75: {verdict})   "
-          f"d/b = {closed['d'].rps / b:.2f}   c/d = {c / closed['d'].rps:.2f}")
+    print(f"c/a = {c / a:.2f}   c/b = {c / b:.2f} (target >= 0.75: {verdict})")
+    d, e = closed["d"].rps, closed["e"].rps
+    print(f"calibration: d/b = {d / b:.2f}   e/b = {e / b:.2f}   c/d = {c / d:.2f}   "
+          f"c/e = {c / e:.2f}")
     print()
     print(f"fixed rate {rate:,.0f} req/s = half the gateway's peak of {peak:,.0f} "
           f"(open loop, {args.connections} connections, {args.rounds} interleaved rounds; "
