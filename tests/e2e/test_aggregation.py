@@ -9,6 +9,7 @@ again, and every test first makes sure the backend is up and its APIService Avai
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -539,6 +540,36 @@ async def test_a_websocket_upgrade_is_relayed(gw, backend):
     assert seen.user == "admin" and "system:masters" in seen.groups
     assert seen.header("Upgrade").lower() == "websocket"
     assert seen.header("X-Forwarded-For")
+
+
+async def test_a_spdy_upgrade_is_relayed(gw, backend):
+    """``kubectl exec``'s way in: a POST upgraded to SPDY/3.1 with the stream protocol
+    versions offered; the backend's 101 and then bytes both ways."""
+    path = f"{FLUNDERS}/{unique()}/exec?command=sh&stdin=true"
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port, ssl=gw.ssl_context())
+    try:
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\n"
+                     "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+                     "X-Stream-Protocol-Version: v4.channel.k8s.io\r\n"
+                     "X-Stream-Protocol-Version: channel.k8s.io\r\n"
+                     "Content-Length: 0\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        assert b"\r\nUpgrade: SPDY/3.1\r\n" in head, head
+        assert b"\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n" in head, head
+        frames = [b"\x80\x03\x00\x01\x00\x00\x00\x0a" + bytes(range(10)),
+                  b"\x00\x00\x00\x01\x01\x00\x00\x03abc"]  # SPDY control and data frames
+        for frame in frames:
+            writer.write(frame)
+            echoed = await asyncio.wait_for(reader.readexactly(len(frame)), 30)
+            assert echoed == frame
+    finally:
+        writer.close()
+    seen = one_request(backend, path.split("?")[0])
+    assert seen.user == "admin" and "system:masters" in seen.groups
+    assert seen.header("Upgrade") == "SPDY/3.1"
+    assert seen.header_all("X-Stream-Protocol-Version") == ["v4.channel.k8s.io",
+                                                            "channel.k8s.io"]
 
 
 def test_a_backend_redirect_is_a_502(gw, backend):

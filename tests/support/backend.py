@@ -15,6 +15,8 @@ What it serves (group ``wardle.example.com``, version ``v1alpha1``):
   forgets them.
 - helpers, each a "subresource" of any flunder name (the flunder need not exist):
   ``.../flunders/<name>/echo`` (WebSocket echo, any offered subprotocol chosen),
+  ``.../flunders/<name>/exec`` (a POST upgraded to ``SPDY/3.1`` as ``kubectl exec`` asks,
+  the first offered ``X-Stream-Protocol-Version`` chosen, then raw bytes echoed),
   ``/slow?seconds=2`` (answers after a sleep), ``/redirect?to=URL&code=302``,
   ``/whoami`` (the identity and headers that arrived, with CORS headers set),
   ``/fail?code=500`` (a Status with that code); and on a list ``?bulk=50Mi`` streams a
@@ -1282,6 +1284,22 @@ def build_app(auth: AuthConfig, requests_log: Path | None) -> Any:
         await asyncio.sleep(seconds)
         return respond({"slept": seconds})
 
+    @routes.post(item + "/exec")
+    async def exec_upgrade(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() != "spdy/3.1":
+            raise APIError(400, "BadRequest", "exec needs an upgrade to SPDY/3.1")
+        offered = request.headers.getall("X-Stream-Protocol-Version", [])
+        response = web.StreamResponse(status=101, headers={
+            "Connection": "Upgrade", "Upgrade": "SPDY/3.1",
+            **({"X-Stream-Protocol-Version": offered[0]} if offered else {})})
+        await response.prepare(request)
+        transport = request.transport
+        assert transport is not None
+        done = asyncio.Event()
+        request.protocol.set_parser(_Echo(transport, done))  # type: ignore[arg-type]
+        await done.wait()
+        return response
+
     @routes.route("*", item + "/redirect")
     async def redirect(request: web.Request) -> web.Response:
         code = int(request.query.get("code", "302"))
@@ -1311,6 +1329,21 @@ def build_app(auth: AuthConfig, requests_log: Path | None) -> Any:
     app.add_routes(routes)
     app["started"] = started
     return app
+
+
+class _Echo:
+    """What an upgraded connection sends, written back as it came (in place of aiohttp's
+    HTTP parser, as its WebSocket reader is)."""
+
+    def __init__(self, transport: asyncio.Transport, done: asyncio.Event) -> None:
+        self.transport, self.done = transport, done
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        self.transport.write(data)
+        return False, b""
+
+    def feed_eof(self) -> None:
+        self.done.set()
 
 
 def _rule(rules: dict[str, Any], path: str) -> Any:
