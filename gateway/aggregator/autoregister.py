@@ -6,8 +6,9 @@ Each local group version with a priority in kube's table gets a local APIService
 ``kube-aggregator.kubernetes.io/automanaged: onstart``. At start it is created when missing and
 its spec put back when someone changed it (an object that is not labelled automanaged is
 left alone); an ``onstart`` APIService that names a group version no longer served is
-deleted. After start, one that is deleted is created again. Group versions without a
-priority in the table get no APIService, as in kube.
+deleted, and so is a ``"true"`` one whose group version is not served now (a CRD deleted
+while the gateway was down). After start, one that is deleted is created again. Group
+versions without a priority in the table get no APIService, as in kube.
 
 A group version that appears on a local server while serving (``follow``/``served_changed``:
 CRDs) is managed continuously, as kube's AddAPIServiceToSync: its APIService is labelled
@@ -199,9 +200,10 @@ class AutoRegistration:
         for name, wanted in self.wanted.items():
             await self._ensure(name, wanted, options)
         for obj in self.store.cacher.objects(self.store.resource.storage_prefix):
-            meta = obj["metadata"]
-            if meta["name"] not in self.wanted and _automanaged(obj) == ON_START:
-                await self._delete(obj, options)
+            name, managed = obj["metadata"]["name"], _automanaged(obj)
+            if (managed == ON_START and name not in self.wanted) or \
+                    (managed == CONTINUOUSLY and name not in self.continuous):
+                await self._delete(obj, options)  # left from a group version now gone
         self.started = True
 
     def follow(self, group_versions: Callable[[], Iterable[tuple[str, str]]]) -> None:

@@ -164,8 +164,10 @@ class ResourceEndpoints:
         media = self._media(request, watch=True)
         options = self._list_options(request, watch=True)
         include = include_object_option(request.query.get("includeObject"))
+        version = self.store.version
         encoder = WatchEncoder(self.resource.kind, self.resource.api_version, media,
-                               self._watch_transform(media, include))
+                               self._watch_transform(media, include),
+                               convert=None if version.identity else version.from_storage)
         timeout = watch_timeout(options.timeout_seconds, self.min_request_timeout)
         try:
             events: Any = await self.store.watch(info.namespace, options)

@@ -34,14 +34,19 @@ def watch_timeout(timeout_seconds: int | None, min_request_timeout: int) -> floa
 
 
 class WatchEncoder:
-    """Turns storage events into the wire form one client asked for."""
+    """Turns storage events into the wire form one client asked for: the object converted to
+    the served version (``convert``, from the stored one; never changing the cache's shared
+    object), then encoded once per event and version for every watcher that wants it so."""
 
     def __init__(self, kind: str, api_version: str, media: MediaType,
-                 transform: Callable[[Object, bool], Object] | None = None) -> None:
+                 transform: Callable[[Object, bool], Object] | None = None, *,
+                 convert: Callable[[Object], Object] | None = None) -> None:
         self.kind = kind
         self.api_version = api_version
         self.media = media
         self.transform = transform  # Table / PartialObjectMetadata conversion
+        self.convert = convert
+        self._key = ("json", api_version)
         self._first = True
 
     def bookmark(self, event: WatchEvent) -> Object:
@@ -56,12 +61,19 @@ class WatchEncoder:
         if event.type == EventType.BOOKMARK:
             return _line("BOOKMARK", self.bookmark(event))
         if self.transform is None:
-            cached = event.cache.get("json")
+            cached = event.cache.get(self._key)
             if cached is None:
-                cached = event.cache["json"] = _line(event.type.value, event.object)
+                cached = event.cache[self._key] = _line(event.type.value,
+                                                        self._converted(event.object))
             return cached
         first, self._first = self._first, False
-        return _line(event.type.value, self.transform(event.object or {}, first))
+        return _line(event.type.value, self.transform(self._converted(event.object) or {},
+                                                      first))
+
+    def _converted(self, obj: Object | None) -> Object | None:
+        if obj is None or self.convert is None:
+            return obj
+        return self.convert(obj)
 
 
 def _line(event_type: str, obj: Any) -> bytes:

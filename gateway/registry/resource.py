@@ -32,6 +32,8 @@ class ResourceDef:
     schema: str = ""
     #: Subresources served besides the object itself ("status", "finalize", ...).
     subresources: tuple[str, ...] = ()
+    #: The list's kind when it is not ``<kind>List`` (a CRD may name it).
+    list_kind_name: str = ""
 
     @property
     def api_version(self) -> str:
@@ -40,7 +42,7 @@ class ResourceDef:
 
     @property
     def list_kind(self) -> str:
-        return f"{self.kind}List"
+        return self.list_kind_name or f"{self.kind}List"
 
     @property
     def storage_prefix(self) -> str:

@@ -26,7 +26,7 @@ from gateway.registry import fieldmanager
 from gateway.registry.admission import Attributes, WebhookAdmitter
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import object_meta_causes, required
-from gateway.schema.walk import check
+from gateway.registry.versions import BuiltinVersion, VersionLayer
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import (
     KeyExistsError,
@@ -83,10 +83,13 @@ class DeleteOptions:
 class RESTStore:
     """Create, read, update, patch, delete and watch one resource's objects."""
 
-    def __init__(self, resource: ResourceDef, cacher: Cacher) -> None:
+    def __init__(self, resource: ResourceDef, cacher: Cacher,
+                 version: VersionLayer | None = None) -> None:
         self.resource = resource
         self.cacher = cacher
         self.strategy = resource.strategy
+        #: What the served version does on the way in and out (decoding, conversion).
+        self.version = version if version is not None else BuiltinVersion(resource)
         #: Checks of a create on the object as the client sent it, before a generated name,
         #: system metadata and validation (kube's mutating admission: namespace lifecycle).
         self.create_admission: list[Admission] = []
@@ -187,7 +190,6 @@ class RESTStore:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise status.bad_request("metadata must be an object")
-        drop_nulls(obj)
         drop_nulls(meta)
         for key in _OMITTED_WHEN_EMPTY:
             if meta.get(key) in ([], {}):
@@ -220,19 +222,18 @@ class RESTStore:
             meta.pop("namespace", None)
 
     def check_fields(self, obj: dict[str, Any], options: WriteOptions) -> None:
-        """Drop unknown fields (400 with Strict, a warning with Warn); 400 on wrong types."""
-        result = check(obj, self.resource.schema_ref)
-        if result.errors:
-            raise status.bad_request(
-                f'{self.resource.kind} in version "{self.resource.version}" cannot be handled '
-                f"as a {self.resource.kind}: {'; '.join(result.errors)}"
-            )
-        if not result.unknown or options.field_validation == "Ignore":
-            return
-        messages = [f'unknown field "{path}"' for path in result.unknown]
-        if options.field_validation == "Strict":
-            raise status.bad_request("strict decoding error: " + ", ".join(messages))
-        options.warnings.extend(messages)
+        """The served version's decoding checks (unknown fields, types, nulls)."""
+        self.version.decode(obj, options.field_validation, options.warnings)
+
+    # -- versions -------------------------------------------------------------------------
+
+    def _out(self, obj: Object) -> Object:
+        """A stored object as this version serves it (shared objects are not changed)."""
+        return obj if self.version.identity else self.version.from_storage(obj)
+
+    def _in(self, obj: Object) -> Object:
+        """An object of this version as it is stored."""
+        return obj if self.version.identity else self.version.to_storage(obj)
 
     # -- predicates -----------------------------------------------------------------------
 
@@ -263,7 +264,7 @@ class RESTStore:
         if rv_error:  # the watch cache's versioner refuses it; kube passes that on as it is
             raise status.unknown_error(rv_error)
         try:
-            return await self.cacher.get(self.resource.key(namespace, name))
+            return self._out(await self.cacher.get(self.resource.key(namespace, name)))
         except StorageError as err:
             raise self._status(err, name) from None
 
@@ -281,12 +282,16 @@ class RESTStore:
                    else status.unknown_error(rv_error))
         try:
             if from_store:
-                return await self.cacher.list(
+                result = await self.cacher.list(
                     prefix, limit=options.limit, continue_token=options.continue_token,
                     revision=options.revision, predicate=predicate,
                 )
-            return await self.cacher.list_cached(prefix, predicate=predicate,
-                                                 min_revision=options.revision)
+            else:
+                result = await self.cacher.list_cached(prefix, predicate=predicate,
+                                                       min_revision=options.revision)
+            if not self.version.identity:
+                result.items = [self.version.from_storage(item) for item in result.items]
+            return result
         except TooOldResourceVersionError:
             message = CONTINUE_EXPIRED if options.continue_token else LIST_RV_EXPIRED
             raise status.gone(message) from None
@@ -341,7 +346,8 @@ class RESTStore:
             return obj
         for attempt in range(_GENERATE_ATTEMPTS):
             try:
-                return await self.cacher.create(self.resource.key(namespace, meta["name"]), obj)
+                return self._out(await self.cacher.create(
+                    self.resource.key(namespace, meta["name"]), self._in(obj)))
             except KeyExistsError as err:
                 if not generated or attempt == _GENERATE_ATTEMPTS - 1:
                     raise self._status(err, meta["name"]) from None
@@ -402,27 +408,29 @@ class RESTStore:
         key = self.resource.key(namespace, name)
         created = False
 
-        async def update(current: Object | None) -> Object:
+        async def update(stored: Object | None) -> Object:
             nonlocal created
+            current = self._out(stored) if stored is not None else None
             new = await make(current)
             if current is None:
                 if not may_create:
                     raise status.not_found(self.resource.plural, name, self.resource.group)
                 created = True
-                return await self._create_on_write(namespace, new, options)
+                return self._in(await self._create_on_write(namespace, new, options))
             prepared = self._prepare_update(new, current, options)
             await self._admit(prepared, current, options)
-            return await self._admit_webhooks("UPDATE", namespace, prepared, current, options)
+            return self._in(await self._admit_webhooks("UPDATE", namespace, prepared, current,
+                                                       options))
 
         if options.dry_run:
-            return await self._dry_run_write(key, update), created
+            return self._out(await self._dry_run_write(key, update)), created
         try:
             result = await self.cacher.guaranteed_update(key, update, ignore_not_found=may_create)
         except StorageError as err:
             raise self._status(err, name) from None
         if _finished_deleting(self.strategy, result):
             result = await self._remove_after_finalizers(key, result)
-        return result, created
+        return self._out(result), created
 
     async def _dry_run_write(self, key: str,
                              update: Callable[[Object | None], Awaitable[Object]]) -> Object:
@@ -482,7 +490,7 @@ class RESTStore:
         left storage."""
         key = self.resource.key(namespace, name)
         try:
-            current = await self.cacher.get(key)
+            current = self._out(await self.cacher.get(key))
         except StorageError as err:
             raise self._status(err, name) from None
         self._check_delete_preconditions(current, options.preconditions)
@@ -492,12 +500,12 @@ class RESTStore:
         if write.dry_run:
             return current, not pending
         if pending:
-            return await self._mark_deleting(key, name, options), False
+            return self._out(await self._mark_deleting(key, name, options)), False
         try:
             deleted = await self.cacher.delete(key, preconditions=options.preconditions)
         except StorageError as err:
             raise self._status(err, name) from None
-        return deleted, True
+        return self._out(deleted), True
 
     def _check_delete_preconditions(self, current: Object,
                                     preconditions: Preconditions | None) -> None:

@@ -47,6 +47,9 @@ class StorageFactory:
         self.storage = storage
         self.cachers: dict[str, Cacher] = {}
         self._started = False
+        #: The caches made before the start: readiness waits for these only, so a cache
+        #: added while serving (a new CRD) warming up does not make /readyz fail.
+        self._initial: list[Cacher] = []
 
     def cacher(self, prefix: str) -> Cacher:
         cacher = self.cachers.get(prefix)
@@ -56,14 +59,21 @@ class StorageFactory:
                 asyncio.get_running_loop().create_task(cacher.start())
         return cacher
 
+    async def release(self, prefix: str) -> None:
+        """Stop and forget the cache of ``prefix`` (a CRD went away)."""
+        cacher = self.cachers.pop(prefix, None)
+        if cacher is not None:
+            await cacher.close()
+
     async def start_caches(self) -> None:
         self._started = True
-        for cacher in self.cachers.values():
+        self._initial = list(self.cachers.values())
+        for cacher in self._initial:
             await cacher.start()
 
     @property
     def caches_ready(self) -> bool:
-        return self._started and all(c.ready for c in self.cachers.values())
+        return self._started and all(c.ready for c in self._initial)
 
     async def close(self) -> None:
         for cacher in self.cachers.values():
