@@ -32,10 +32,12 @@ from gateway.aggregator.proxy import Proxy
 from gateway.aggregator.registration import APIServiceRegistration, LocalAvailability
 from gateway.aggregator.resolver import StoreServiceResolver
 from gateway.aggregator.server import AggregatorServer
+from gateway.apiextensions.controller import CRDController
+from gateway.apiextensions.crds import CUSTOM_RESOURCE_DEFINITIONS
 from gateway.apimachinery import status
 from gateway.apis.authentication import reviews as authn_reviews
 from gateway.apis.authorization import reviews as authz_reviews
-from gateway.apis.core.namespaces import SYSTEM_NAMESPACES
+from gateway.apis.core.namespaces import SYSTEM_NAMESPACES, namespace_lifecycle
 from gateway.apis.core.serviceaccounts import token_request_handler
 from gateway.apis.install import build_kube_core
 from gateway.auth.rbac.authorizer import RBAC, RBACCaches
@@ -86,8 +88,10 @@ OPENAPI_HOOK = "poststarthook/apiservice-openapi-controller"
 AUTOREGISTRATION_HOOK = "poststarthook/kube-apiserver-autoregistration"
 AUTH_INFO_HOOK = "poststarthook/start-cluster-authentication-info-controller"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
-POST_START_HOOKS = (CACHES_HOOK, SYSTEM_NAMESPACES_HOOK, RBAC_HOOK, AGGREGATION_HOOK,
-                    APF_CONFIG_HOOK,
+APIEXTENSIONS_HOOK = "poststarthook/start-apiextensions-controllers"
+CRD_SYNCED_HOOK = "poststarthook/crd-informer-synced"
+POST_START_HOOKS = (CACHES_HOOK, APIEXTENSIONS_HOOK, CRD_SYNCED_HOOK, SYSTEM_NAMESPACES_HOOK,
+                    RBAC_HOOK, AGGREGATION_HOOK, APF_CONFIG_HOOK,
                     APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, REMOTE_AVAILABLE_HOOK,
                     DISCOVERY_HOOK, OPENAPI_HOOK, AUTOREGISTRATION_HOOK, AUTH_INFO_HOOK,
                     CONTROLLERS_HOOK)
@@ -134,6 +138,7 @@ class Gateway:
                                     stopping=self.stopping)
         for resource, endpoints in self.core.served():
             self.kube.install_api(resource, endpoints)
+        self.crd_controller = self._install_apiextensions()
         self.security = self._install_security()
         self.apiservices = self._install_apiregistration()
         # one outgoing client manager and one service resolver for every call out: admission
@@ -211,15 +216,42 @@ class Gateway:
     def api_resources(self) -> list[ResourceDef]:
         return [r for server in self.servers() for r in server.api_resources]
 
+    # -- apiextensions ----------------------------------------------------------------------
+
+    def _endpoints(self, store: RESTStore) -> ResourceEndpoints:
+        return ResourceEndpoints(store, min_request_timeout=self.options.min_request_timeout,
+                                 stopping=self.stopping)
+
+    def _install_apiextensions(self) -> CRDController:
+        """CustomResourceDefinitions and the custom resources they define, served by the
+        apiextensions server (the last of the chain before notfound)."""
+        crds = RESTStore(CUSTOM_RESOURCE_DEFINITIONS,
+                         self.factory.cacher(CUSTOM_RESOURCE_DEFINITIONS.storage_prefix))
+        crds.cacher.read_your_writes = True
+        self.apiextensions.install_api(CUSTOM_RESOURCE_DEFINITIONS, self._endpoints(crds))
+        namespaces = self.core.namespaces
+
+        def create_admission(resource: ResourceDef) -> list[Any]:
+            if not resource.namespaced:
+                return []
+            return [namespace_lifecycle(namespaces, resource.plural, resource.group)]
+
+        return CRDController(
+            crds, self.factory,
+            install=lambda resource, store: self.apiextensions.install_api(
+                resource, self._endpoints(store)),
+            uninstall=self.apiextensions.uninstall_api,
+            builtin_names=lambda group: [r for r in self.api_resources() if r.group == group
+                                         and r.plural != CUSTOM_RESOURCE_DEFINITIONS.plural],
+            create_admission=create_admission)
+
     # -- aggregation ----------------------------------------------------------------------
 
     def _install_apiregistration(self) -> RESTStore:
         """apiregistration.k8s.io/v1 APIServices, served by the aggregator itself."""
         store = RESTStore(APISERVICES, self.factory.cacher(APISERVICES.storage_prefix))
         store.cacher.read_your_writes = True  # a write returns once routing can see it
-        self.aggregator.install_api(APISERVICES, ResourceEndpoints(
-            store, min_request_timeout=self.options.min_request_timeout,
-            stopping=self.stopping))
+        self.aggregator.install_api(APISERVICES, self._endpoints(store))
         return store
 
     def _local_group_versions(self) -> list[tuple[str, str]]:
@@ -371,6 +403,8 @@ class Gateway:
         apf = self._flow_control_config()
         work = {
             CACHES_HOOK: self.factory.start_caches,
+            APIEXTENSIONS_HOOK: lambda: self._start(self.crd_controller.run()),
+            CRD_SYNCED_HOOK: self.crd_controller.sync_existing,
             SYSTEM_NAMESPACES_HOOK: self._ensure_system_namespaces,
             RBAC_HOOK: lambda: _retrying(policy.ensure_all, "bootstrapping RBAC"),
             AGGREGATION_HOOK: lambda: _retrying(aggregation.aggregate,
@@ -411,7 +445,9 @@ class Gateway:
                                  aggregation: AggregationController) -> None:
         loop = asyncio.get_running_loop()
         controllers = [
-            NamespaceController(self.core.namespaces, self.core.namespaced).run(),
+            NamespaceController(
+                self.core.namespaces,
+                lambda: self.core.namespaced + self.crd_controller.namespaced_stores()).run(),
             EventReaper(self.core.store("events"), self.options.event_ttl).run(),
             policy.run(),
             aggregation.run(),

@@ -9,6 +9,7 @@ the store removes the namespace.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 
 import structlog
 
@@ -24,8 +25,10 @@ MANAGER = "namespace-controller"
 
 
 class NamespaceController:
-    def __init__(self, namespaces: RESTStore, contents: list[RESTStore]) -> None:
+    def __init__(self, namespaces: RESTStore,
+                 contents: Callable[[], Iterable[RESTStore]]) -> None:
         self.namespaces = namespaces
+        #: The stores of namespaced resources, asked anew each time (CRDs come and go).
         self.contents = contents
         self._working: dict[str, asyncio.Task[None]] = {}
 
@@ -75,7 +78,7 @@ class NamespaceController:
     async def _empty(self, name: str) -> bool:
         """Delete what is left in the namespace; True once nothing is."""
         left = 0
-        for store in self.contents:
+        for store in self.contents():
             await store.delete_collection(name, ListOptions(), DeleteOptions(),
                                           WriteOptions(manager=MANAGER))
             remaining = await store.list(name, ListOptions())

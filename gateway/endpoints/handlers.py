@@ -239,6 +239,9 @@ class ResourceEndpoints:
 
     async def patch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         patch_type = body_media_type(request)
+        allowed = self.resource.patch_types
+        if allowed and patch_type not in allowed:  # served by its handler, not a route
+            raise status.unsupported_media_type(allowed)
         if patch_type not in patches.PATCH_TYPES:
             raise patches.unsupported(request)
         force = request.query.get("force", "").lower() in ("true", "1")

@@ -34,6 +34,9 @@ class ResourceDef:
     subresources: tuple[str, ...] = ()
     #: The list's kind when it is not ``<kind>List`` (a CRD may name it).
     list_kind_name: str = ""
+    #: The patch types a PATCH may use, when not every one (custom resources have no
+    #: strategic merge patch); others are refused with 415 naming these.
+    patch_types: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:

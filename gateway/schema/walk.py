@@ -22,7 +22,7 @@ _TYPE_NAMES = {str: "string", bool: "boolean", int: "number", float: "number", l
 def resolve(schema: Schema | None) -> Schema:
     """Follow ``$ref``s to the schema itself; an unknown schema accepts anything."""
     seen = 0
-    while schema is not None and "$ref" in schema:
+    while schema is not None and isinstance(schema.get("$ref"), str):
         schema = DEFINITIONS.get(schema["$ref"])
         seen += 1
         if seen > 32:

@@ -44,9 +44,15 @@ DEFINITIONS.setdefault(f"{META}.Patch", {
 # -- schemas -----------------------------------------------------------------------------------
 
 
+def _is_ref(node: dict) -> bool:
+    """A reference, not a properties map that has a property named "$ref" (JSONSchemaProps
+    has one)."""
+    return isinstance(node.get("$ref"), str)
+
+
 def _refs(node: Any, out: set[str]) -> None:
     if isinstance(node, dict):
-        if "$ref" in node and node["$ref"] not in out:
+        if _is_ref(node) and node["$ref"] not in out:
             out.add(node["$ref"])
             _refs(DEFINITIONS.get(node["$ref"]), out)
         for value in node.values():
@@ -69,7 +75,7 @@ def _render(node: Any, prefix: str, v3: bool) -> Any:
         return [_render(v, prefix, v3) for v in node]
     if not isinstance(node, dict):
         return node
-    if "$ref" in node:
+    if _is_ref(node):
         ref = {"$ref": prefix + node["$ref"]}
         rest = {k: _render(v, prefix, v3) for k, v in node.items() if k != "$ref"}
         if not rest:
@@ -748,7 +754,7 @@ def _reference_or(field: str, kind: str) -> Callable[[Message, Any], None]:
     def fill(message: Message, value: Any) -> None:
         if not isinstance(value, dict):
             return
-        if "$ref" in value:
+        if _is_ref(value):
             _set(message, ("json_reference", "JsonReference", False), value)
         else:
             _set(message, (field, kind, False), value)

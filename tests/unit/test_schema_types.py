@@ -40,7 +40,8 @@ KINDS = {
 
 def _refs(node: Any) -> list[str]:
     if isinstance(node, dict):
-        found = [node["$ref"]] if "$ref" in node else []
+        # a string: JSONSchemaProps has a *property* named "$ref", whose value is a schema
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
         for value in node.values():
             found.extend(_refs(value))
         return found

@@ -3,8 +3,6 @@ defaulted, validated and served. The webhooks are called on writes by gateway.ad
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from gateway.admission.conditions import compile_error
 from gateway.apimachinery.labels import qualified_name_errors
 from gateway.apimachinery.status import Cause
@@ -12,7 +10,6 @@ from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
 from gateway.registry.validation import (
-    PORT_RANGE_ERROR,
     dns1035_label_errors,
     dns1123_subdomain_errors,
     duplicate,
@@ -20,6 +17,7 @@ from gateway.registry.validation import (
     not_supported,
     required,
 )
+from gateway.registry.webhookclient import service_causes, url_causes
 
 REVIEW_VERSIONS = ("v1", "v1beta1")
 MAX_MATCH_CONDITIONS = 64
@@ -165,57 +163,8 @@ def _client_config_causes(path: str, config: dict) -> list[Cause]:
     if (url is None) == (service is None):
         return [required(path, "exactly one of url or service is required")]
     if url is not None:
-        return _url_causes(f"{path}.url", url)
-    return _service_causes(f"{path}.service", service)
-
-
-URL_FORM = "; desired format: https://host[/path]"
-
-
-def _url_causes(path: str, url: str) -> list[Cause]:
-    parts = urlsplit(url)
-    causes: list[Cause] = []
-    if parts.scheme != "https":
-        causes.append(invalid(path, parts.scheme, "'https' is the only allowed URL scheme" +
-                              URL_FORM))
-    userinfo, _, host = parts.netloc.rpartition("@")
-    if not host:
-        causes.append(invalid(path, host, "host must be specified" + URL_FORM))
-    if "@" in parts.netloc:
-        causes.append(invalid(path, userinfo, "user information is not permitted in the URL"))
-    if parts.fragment:
-        causes.append(invalid(path, parts.fragment, "fragments are not permitted in the URL"))
-    if parts.query:
-        causes.append(invalid(path, parts.query, "query parameters are not permitted in the "
-                              "URL"))
-    return causes
-
-
-def _service_causes(path: str, service: dict) -> list[Cause]:
-    causes: list[Cause] = []
-    if not service.get("name"):
-        causes.append(required(f"{path}.name", "service name is required"))
-    if not service.get("namespace"):
-        causes.append(required(f"{path}.namespace", "service namespace is required"))
-    port = service.get("port", 443)
-    if not 1 <= port <= 65535:
-        causes.append(invalid(f"{path}.port", port, f"port is not valid: {PORT_RANGE_ERROR}"))
-    url_path = service.get("path")
-    if url_path in (None, "", "/"):
-        return causes
-    if url_path == "//":
-        return [*causes, invalid(f"{path}.path", url_path, "segment[0] may not be empty")]
-    if not url_path.startswith("/"):
-        causes.append(invalid(f"{path}.path", url_path, "must start with a '/'"))
-    steps = url_path[1:]
-    steps = steps[:-1] if steps.endswith("/") else steps
-    for i, step in enumerate(steps.split("/")):
-        if not step:
-            causes.append(invalid(f"{path}.path", url_path, f"segment[{i}] may not be empty"))
-            continue
-        causes += [invalid(f"{path}.path", url_path, f"segment[{i}]: {e}")
-                   for e in dns1123_subdomain_errors(step)]
-    return causes
+        return url_causes(f"{path}.url", url)
+    return service_causes(f"{path}.service", service)
 
 
 def _count(obj: Object) -> int:

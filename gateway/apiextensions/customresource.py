@@ -1,0 +1,190 @@
+"""How one served version of a CRD is served: its resource description, its strategy (kube's
+customResourceStrategy) and its version layer (decoding, defaulting, pruning, conversion).
+
+Built from the CRD object whenever it changes; nothing here is process-wide, so two CRDs, or
+two versions of one, never share schema state.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.apiextensions.printing import columns_for
+from gateway.apiextensions.schema import cel
+from gateway.apiextensions.schema.defaulting import apply_defaults
+from gateway.apiextensions.schema.pruning import prune
+from gateway.apiextensions.schema.validation import validate
+from gateway.apimachinery.status import Cause
+from gateway.registry.resource import ResourceDef
+from gateway.registry.strategy import Strategy
+from gateway.registry.versions import VersionLayer, unknown_fields
+
+Object = dict[str, Any]
+CRD_GROUP = "apiextensions.k8s.io"
+#: What a PATCH of a custom resource may be (kube's CRD handler: no strategic merge patch).
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+               "application/apply-patch+yaml")
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    """What a CRD says of one of its versions, read once per CRD change."""
+
+    crd_name: str
+    group: str
+    version: str
+    storage_version: str
+    kind: str
+    list_kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    short_names: tuple[str, ...]
+    categories: tuple[str, ...]
+    schema: Object
+    status: bool
+    scale: Object | None
+    columns: tuple[Object, ...]
+    selectable_fields: tuple[str, ...] = ()
+    rules: Any = field(default=None, compare=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+def served_versions(crd: Object) -> list[ServedVersion]:
+    """The served versions of a CRD whose names were accepted, in the CRD's order."""
+    spec, accepted = crd.get("spec", {}), crd.get("status", {}).get("acceptedNames", {})
+    names = {**spec.get("names", {}), **{k: v for k, v in accepted.items() if v}}
+    storage = next((v["name"] for v in spec.get("versions", []) if v.get("storage")), "")
+    out = []
+    for entry in spec.get("versions", []):
+        if not entry.get("served"):
+            continue
+        schema = (entry.get("schema") or {}).get("openAPIV3Schema") or {}
+        subresources = entry.get("subresources") or {}
+        rules, _ = cel.compile_schema(schema)
+        out.append(ServedVersion(
+            crd_name=crd["metadata"]["name"], group=spec["group"], version=entry["name"],
+            storage_version=storage, kind=names.get("kind", ""),
+            list_kind=names.get("listKind") or f"{names.get('kind', '')}List",
+            plural=names.get("plural", ""), singular=names.get("singular", ""),
+            namespaced=spec.get("scope") == "Namespaced",
+            short_names=tuple(names.get("shortNames") or ()),
+            categories=tuple(names.get("categories") or ()), schema=schema,
+            status="status" in subresources, scale=subresources.get("scale"),
+            columns=tuple(entry.get("additionalPrinterColumns") or ()),
+            selectable_fields=tuple(f.get("jsonPath", "").lstrip(".")
+                                    for f in entry.get("selectableFields") or ()),
+            rules=rules))
+    return out
+
+
+#: Errors after which kube does not run the CEL rules (its hasBlockingErr).
+_BLOCKING = ("FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+             "FieldValueTooMany", "FieldValueTypeInvalid")
+_SKIPPED = ("some validation rules were not checked because the object was invalid; correct "
+            "the existing errors to complete validation")
+
+
+class CustomResourceStrategy(Strategy):
+    """kube's customResourceStrategy: no create on update, no unconditional update,
+    generation bumped on any change outside metadata (and status, with the status
+    subresource), the schema's and the CEL rules' validation."""
+
+    allow_create_on_update = False
+    allow_unconditional_update = False
+    has_generation = True
+
+    def __init__(self, served: ServedVersion) -> None:
+        self.served = served
+        self.has_status = served.status
+
+    def validate(self, obj: Object) -> list[Cause]:
+        return self._schema_causes(obj, None)
+
+    def validate_update(self, new: Object, old: Object) -> list[Cause]:
+        return self._schema_causes(new, old)
+
+    def _schema_causes(self, obj: Object, old: Object | None) -> list[Cause]:
+        """The schema's value validations, then the CEL rules unless a value was of the wrong
+        type or not among the supported ones (kube's blocking errors: the rules would
+        misread it)."""
+        served = self.served
+        causes = validate(served.schema, _without_meta(obj)) if served.schema else []
+        if served.rules is None or served.rules.empty():
+            return causes
+        if any(c.reason in _BLOCKING for c in causes):
+            return [*causes, Cause("FieldValueInvalid", f'Invalid value: "null": {_SKIPPED}')]
+        return causes + cel.validate(served.rules, obj, old, ratchet=old is not None)
+
+    def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
+        return super().subresource_update(subresource, new, old)
+
+
+def _without_meta(obj: Object) -> Object:
+    """The object as the schema validates it: metadata is ObjectMeta's business (apiVersion
+    and kind are the request's)."""
+    return {k: v for k, v in obj.items() if k != "metadata"}
+
+
+class CustomResourceVersion(VersionLayer):
+    """One served version: pruning of unknown fields and non-nullable nulls, defaulting on
+    the way in and when read, and conversion to and from the storage version (strategy
+    None: only apiVersion changes)."""
+
+    identity = False
+
+    def __init__(self, resource: ResourceDef, served: ServedVersion) -> None:
+        super().__init__(resource)
+        self.served = served
+        self._has_defaults = _has_defaults(served.schema)
+
+    def decode(self, obj: Object, field_validation: str, warnings: list[str]) -> None:
+        schema = self.served.schema
+        if not schema:
+            return
+        if self._has_defaults:  # kube's order: defaults, then pruning, then validation
+            apply_defaults(obj, schema)
+        unknown_fields(prune(obj, schema, root=True), field_validation, warnings)
+
+    def to_storage(self, obj: Object) -> Object:
+        if obj.get("apiVersion") == self._storage_api_version:
+            return obj
+        return {**obj, "apiVersion": self._storage_api_version}
+
+    def from_storage(self, obj: Object) -> Object:
+        out = {**obj, "apiVersion": self.served.api_version}
+        if self._has_defaults:
+            out = copy.deepcopy(out)
+            apply_defaults(out, self.served.schema)
+        return out
+
+    @property
+    def _storage_api_version(self) -> str:
+        return f"{self.served.group}/{self.served.storage_version}"
+
+
+def _has_defaults(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return "default" in schema or any(_has_defaults(v) for k, v in schema.items()
+                                          if k not in ("default", "example", "enum"))
+    if isinstance(schema, list):
+        return any(_has_defaults(v) for v in schema)
+    return False
+
+
+def resource_of(served: ServedVersion) -> ResourceDef:
+    """The resource description the generic store and endpoints serve this version by."""
+    subresources = tuple(s for s, on in (("status", served.status),
+                                         ("scale", served.scale is not None)) if on)
+    return ResourceDef(
+        group=served.group, version=served.version, kind=served.kind, plural=served.plural,
+        singular=served.singular, namespaced=served.namespaced,
+        strategy=CustomResourceStrategy(served), short_names=served.short_names,
+        categories=served.categories, columns=columns_for(served.columns),
+        subresources=subresources,
+        list_kind_name=served.list_kind, patch_types=PATCH_TYPES)

@@ -1,0 +1,173 @@
+"""The CEL environment kube-apiserver 1.32 gives x-kubernetes-validations rules.
+
+kube's base environment (apiserver pkg/cel/environment/base.go) is the CEL standard library
+with cross-type numeric comparisons, optional types, the strings extension version 2, sets,
+and kube's own libraries (pkg/cel/library: lists, regex, URLs, quantity, IP, CIDR, format).
+cel-expr-python ships the standard library, optionals and strings; this module adds what kube
+adds on top, as Python functions, and rewords cel-cpp's errors as cel-go words them, since
+kube's messages quote cel-go's errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+
+T = cel.Type
+_COMPARISONS = ("_<_", "_<=_", "_>_", "_>=_")
+_ORDERED = {"int": T.INT, "uint": T.UINT, "double": T.DOUBLE, "string": T.STRING,
+            "bytes": T.BYTES, "bool": T.BOOL, "timestamp": T.TIMESTAMP,
+            "duration": T.DURATION}
+_NUMBERS = ("int", "uint", "double")
+#: kube's comparisons accept int, uint and double mixed (cel.CrossTypeNumericComparisons);
+#: cel-cpp's checker does not, so the standard ones are replaced by a declaration that does.
+_CONFIG_YAML = "stdlib:\n  exclude_functions:\n" + "".join(
+    f'    - name: "{name}"\n' for name in _COMPARISONS)
+
+
+def _comparison_decls() -> list[cel.FunctionDecl]:
+    pairs = [(a, a) for a in _ORDERED] + [(a, b) for a in _NUMBERS for b in _NUMBERS if a != b]
+    return [cel.FunctionDecl(op, [
+        cel.Overload(f"{op.strip('_')}_{a}_{b}", T.BOOL, [_ORDERED[a], _ORDERED[b]])
+        for a, b in pairs]) for op in _COMPARISONS]
+
+
+# -- kube's lists, regex and sets libraries ------------------------------------------------
+
+
+def _is_sorted(items: list) -> bool:
+    return all(items[i] <= items[i + 1] for i in range(len(items) - 1))
+
+
+def _sum(items: list) -> Any:
+    total = items[0] * 0 if items else 0
+    for item in items:
+        total += item
+    return total
+
+
+def _pick(chooser: Callable[[list], Any], name: str) -> Callable[[list], Any]:
+    def pick(items: list) -> Any:
+        if not items:
+            raise ValueError(f"{name} called on empty list")
+        return chooser(items)
+    return pick
+
+
+def _find(text: str, pattern: str) -> str:
+    match = re.search(pattern, text)
+    return match.group() if match else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    found = [m.group() for m in re.finditer(pattern, text)]
+    return found if limit < 0 else found[:limit]
+
+
+def _member(name: str, result: cel.Type, params: list[cel.Type], impl: Callable | None,
+            suffix: str = "") -> cel.Overload:
+    return cel.Overload(f"{name}_{suffix or len(params)}", result, params, is_member=True,
+                        impl=impl)
+
+
+def _list_decls(runtime: bool) -> list[cel.FunctionDecl]:
+    """isSorted, sum, min, max: typed overloads to check, one dyn overload to run.
+
+    cel-cpp dispatches Python functions by argument kind, so a runtime environment can hold one
+    list overload per name; the checker's environment gets the typed ones kube declares.
+    """
+    dyn_list = T.List(T.DYN)
+    impls = {"sum": _sum, "min": _pick(min, "min"), "max": _pick(max, "max")}
+    decls = [cel.FunctionDecl("isSorted", [_member("isSorted", T.BOOL, [dyn_list], _is_sorted)])]
+    for name, impl in impls.items():
+        if runtime:
+            overloads = [_member(name, T.DYN, [dyn_list], impl)]
+        else:
+            kinds = ("int", "uint", "double", "duration") if name == "sum" else tuple(_ORDERED)
+            overloads = [_member(name, _ORDERED[k], [T.List(_ORDERED[k])], None, f"list_{k}")
+                         for k in kinds]
+        decls.append(cel.FunctionDecl(name, overloads))
+    return decls
+
+
+def _regex_decls() -> list[cel.FunctionDecl]:
+    return [
+        cel.FunctionDecl("find", [_member("find", T.STRING, [T.STRING, T.STRING], _find)]),
+        cel.FunctionDecl("findAll", [
+            _member("findAll", T.List(T.STRING), [T.STRING, T.STRING], _find_all),
+            _member("findAll", T.List(T.STRING), [T.STRING, T.STRING, T.INT], _find_all)]),
+    ]
+
+
+def _sets_decls() -> list[cel.FunctionDecl]:
+    impls = {
+        "sets.contains": lambda a, b: all(x in a for x in b),
+        "sets.equivalent": lambda a, b: all(x in a for x in b) and all(x in b for x in a),
+        "sets.intersects": lambda a, b: any(x in a for x in b),
+    }
+    return [cel.FunctionDecl(name, [cel.Overload(
+        name.replace(".", "_"), T.BOOL, [T.List(T.DYN), T.List(T.DYN)], impl=impl)])
+        for name, impl in impls.items()]
+
+
+def functions(runtime: bool) -> list[cel.FunctionDecl]:
+    """Every function kube declares beyond what the extensions bring."""
+    return _comparison_decls() + _list_decls(runtime) + _regex_decls() + _sets_decls()
+
+
+def new_env(variables: dict[str, cel.Type], *, pool: Any = None, runtime: bool = False,
+            bindings: bool = False) -> cel.Env:
+    """A CEL environment as kube's StoredExpressionsEnv, with these variables."""
+    extensions = [ext_optional.ExtOptional(), ext_strings.ExtStrings(version=2)]
+    if bindings:  # only for the optionalOldSelf wrapper: kube 1.32 has no cel.bind
+        extensions.append(ext_bindings.ExtBindings())
+    config = cel.NewEnvConfigFromYaml(_CONFIG_YAML)
+    if pool is None:
+        return cel.NewEnv(config=config, variables=variables, functions=functions(runtime),
+                          extensions=extensions)
+    return cel.NewEnv(pool, config=config, variables=variables, functions=functions(runtime),
+                      extensions=extensions)
+
+
+# -- cel-cpp's words as cel-go's -----------------------------------------------------------
+
+_STATUS = re.compile(r"^[A-Z_]+: ")
+_STATUS_TAIL = re.compile(r" \[[A-Z_]+\]$")
+_RUNTIME_WORDS = [
+    (re.compile(r'Key not found in map : "?(.*?)"?$'), lambda m: f"no such key: {m[1]}"),
+    (re.compile(r"Index error: index=(-?\d+) size=\d+$"),
+     lambda m: f"index out of bounds: {m[1]}"),
+    (re.compile(r"divide by zero$"), lambda m: "division by zero"),
+    (re.compile(r"No matching overloads found.*", re.S), lambda m: "no such overload"),
+    (re.compile(r"Iteration budget exceeded$"),
+     lambda m: "operation cancelled: actual cost limit exceeded"),
+]
+
+
+def strip_status(text: str) -> str:
+    """An absl status as text, without its code before and after."""
+    return _STATUS_TAIL.sub("", _STATUS.sub("", text.strip()))
+
+
+def runtime_error(text: str) -> str:
+    """A cel-cpp evaluation error as cel-go says it (types/err.go, interpreter/attributes.go)."""
+    text = strip_status(text)
+    for pattern, words in _RUNTIME_WORDS:
+        match = pattern.match(text)
+        if match:
+            return words(match)
+    return text
+
+
+def compile_error(text: str, line_shift: int = 0) -> str:
+    """cel-cpp's issues as cel-go's Issues.String(): checker wording, lines of the rule."""
+    text = strip_status(text)
+    text = re.sub(r"(undefined field '[^']*') not found in struct '[^']*'", r"\1", text)
+    if line_shift:
+        text = re.sub(r"<input>:(\d+):",
+                      lambda m: f"<input>:{int(m[1]) - line_shift}:", text)
+    return text

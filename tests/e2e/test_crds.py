@@ -1,0 +1,263 @@
+"""CustomResourceDefinitions end to end, driven as a user drives kube-apiserver: kubectl for
+CRDs and their custom resources, raw HTTPS where kubectl hides the answer.
+
+One gateway serves the module; each test applies CRDs of a group of its own, so tests do not
+see each other's names."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.gateway import GatewayProcess
+from tests.support.wait import eventually
+
+pytestmark = pytest.mark.slow
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    with GatewayProcess(tmp_path_factory.mktemp("crds")) as proc:
+        yield proc
+
+
+def group() -> str:
+    return f"g{uuid.uuid4().hex[:8]}.example.com"
+
+
+def short(group_: str) -> str:
+    """The CRD's short name: its own, so kubectl never has to choose between groups."""
+    return "wd" + group_.split(".")[0][1:]
+
+
+def widget_crd(group_: str, **overrides: Any) -> dict[str, Any]:
+    """A namespaced CRD with two versions (v1 stored, v1beta1 served too), a schema with a
+    default, an enum, a required field, printer columns and the status subresource."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "size": {"type": "string", "enum": ["small", "large"]},
+                "replicas": {"type": "integer", "minimum": 0, "default": 1},
+                "image": {"type": "string"}}},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+        },
+    }
+    columns = [{"name": "Size", "type": "string", "jsonPath": ".spec.size"},
+               {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}]
+    version = {"served": True, "schema": {"openAPIV3Schema": schema},
+               "subresources": {"status": {}}, "additionalPrinterColumns": columns}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group_}"},
+        "spec": {"group": group_, "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                           "shortNames": [short(group_)],
+                           "categories": [f"gadgets-{short(group_)}"]},
+                 "versions": [{"name": "v1", "storage": True, **copy.deepcopy(version)},
+                              {"name": "v1beta1", "storage": False,
+                               **copy.deepcopy(version)}]},
+    }
+    crd["spec"].update(overrides)
+    return crd
+
+
+def apply(gw: GatewayProcess, *objects: dict[str, Any], check: bool = True) -> Any:
+    return gw.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects), check=check)
+
+
+def established(gw: GatewayProcess, name: str) -> None:
+    gw.kubectl("wait", "--for=condition=established", "--timeout=30s", f"crd/{name}")
+
+
+def get_json(gw: GatewayProcess, path: str) -> tuple[int, Any]:
+    code, body = gw.request("GET", path)
+    return code, json.loads(body) if body.startswith(b"{") else body
+
+
+def conditions(crd: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c.get("reason", ""), c.get("message", ""))
+            for c in crd.get("status", {}).get("conditions", [])}
+
+
+def test_a_crd_is_accepted_established_and_served(gw: GatewayProcess) -> None:
+    g = group()
+    out = apply(gw, widget_crd(g)).stdout
+    assert f"customresourcedefinition.apiextensions.k8s.io/widgets.{g} created" in out
+    established(gw, f"widgets.{g}")
+    code, crd = get_json(gw, f"{CRD_PATH}/widgets.{g}")
+    assert code == 200
+    assert conditions(crd)["NamesAccepted"] == ("True", "NoConflicts", "no conflicts found")
+    assert conditions(crd)["Established"] == ("True", "InitialNamesAccepted",
+                                              "the initial names have been accepted")
+    assert crd["status"]["acceptedNames"] == {
+        "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList",
+        "shortNames": [short(g)], "categories": [f"gadgets-{short(g)}"]}
+    assert crd["status"]["storedVersions"] == ["v1"]
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+    assert "customresourcecleanup.apiextensions.k8s.io" not in \
+        crd["metadata"].get("finalizers", [])
+
+    apply(gw, {"apiVersion": f"{g}/v1", "kind": "Widget",
+               "metadata": {"name": "one", "namespace": "default"},
+               "spec": {"size": "small", "image": "nginx"}})
+    table = gw.kubectl("get", short(g)).stdout
+    assert table.split("\n")[0].split() == ["NAME", "SIZE", "REPLICAS"], table
+    assert table.split("\n")[1].split() == ["one", "small", "1"], table  # defaulted
+    assert gw.kubectl("get", f"gadgets-{short(g)}", "-o", "name").stdout == \
+        f"widget.{g}/one\n"
+    code, obj = get_json(gw, f"/apis/{g}/v1beta1/namespaces/default/widgets/one")
+    assert code == 200 and obj["apiVersion"] == f"{g}/v1beta1", obj
+    assert obj["spec"] == {"size": "small", "image": "nginx", "replicas": 1}
+
+
+def test_discovery_and_the_automanaged_apiservice(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    resources = eventually(lambda: _api_resources(gw, g), timeout=10,
+                           what="the CRD in kubectl api-resources")
+    assert short(g) in resources and "Widget" in resources and "true" in resources
+    code, apiservice = eventually(
+        lambda: (lambda r: r if r[0] == 200 else None)(
+            get_json(gw, f"/apis/apiregistration.k8s.io/v1/apiservices/v1.{g}")),
+        timeout=10, what="the automanaged APIService")
+    assert apiservice["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"] == \
+        "true"
+    assert apiservice["spec"]["groupPriorityMinimum"] == 1000
+    assert apiservice["spec"]["versionPriority"] == 100
+    assert "service" not in apiservice["spec"]
+    code, listed = get_json(gw, f"/apis/{g}")
+    assert code == 200
+    assert [v["version"] for v in listed["versions"]] == ["v1", "v1beta1"]
+    assert listed["preferredVersion"]["version"] == "v1"
+
+
+def _api_resources(gw: GatewayProcess, g: str) -> str | None:
+    out = gw.kubectl("api-resources", "--api-group", g, check=False).stdout
+    return out if "widgets" in out else None
+
+
+def test_schema_validation_pruning_and_strictness(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    path = f"/apis/{g}/v1/namespaces/default/widgets"
+    bad = {"apiVersion": f"{g}/v1", "kind": "Widget", "metadata": {"name": "bad"},
+           "spec": {"size": "medium", "replicas": -1}}
+    code, body = gw.request("POST", path, bad)
+    status = json.loads(body)
+    assert code == 422 and status["reason"] == "Invalid", status
+    fields = {c["field"]: c for c in status["details"]["causes"]}
+    assert fields["spec.size"]["reason"] == "FieldValueNotSupported"
+    assert fields["spec.size"]["message"] == \
+        'Unsupported value: "medium": supported values: "small", "large"'
+    assert fields["spec.replicas"]["reason"] == "FieldValueInvalid"
+    assert status["message"].startswith(f'Widget.{g} "bad" is invalid: ')
+
+    unknown = {"apiVersion": f"{g}/v1", "kind": "Widget", "metadata": {"name": "extra"},
+               "spec": {"size": "small", "bogus": 1}}
+    code, body = gw.request("POST", path + "?fieldValidation=Strict", unknown)
+    assert code == 400, body
+    assert json.loads(body)["message"] == \
+        'strict decoding error: unknown field "spec.bogus"'
+    code, body = gw.request("POST", path, unknown)
+    assert code == 201, body
+    assert "bogus" not in json.loads(body)["spec"]
+
+
+def test_the_custom_resource_strategy(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    path = f"/apis/{g}/v1/namespaces/default/widgets"
+    obj = {"apiVersion": f"{g}/v1", "kind": "Widget", "metadata": {"name": "s"},
+           "spec": {"size": "small"}, "status": {"ready": True}}
+    code, body = gw.request("POST", path, obj)
+    created = json.loads(body)
+    assert code == 201 and "status" not in created and created["metadata"]["generation"] == 1
+    # PUT without a resourceVersion, and PUT of one that does not exist
+    code, body = gw.request("PUT", f"{path}/s", {**obj, "spec": {"size": "large"}})
+    assert code == 422, body
+    assert json.loads(body)["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+    code, body = gw.request("PUT", f"{path}/nope", {**obj, "metadata": {"name": "nope"}})
+    assert code == 404, body
+    code, body = gw.request("PATCH", f"{path}/s", {"spec": {"size": "large"}},
+                            headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert code == 415, body
+    out = gw.kubectl("patch", f"widgets.{g}", "s", "--type=merge", "-p",
+                     '{"spec":{"size":"large"}}', "-o", "json").stdout
+    patched = json.loads(out)
+    assert patched["metadata"]["generation"] == 2
+    out = gw.kubectl("patch", f"widgets.{g}", "s", "--subresource=status", "--type=merge", "-p",
+                     '{"status":{"ready":true},"spec":{"size":"small"}}', "-o", "json").stdout
+    patched = json.loads(out)
+    assert patched["status"] == {"ready": True} and patched["spec"]["size"] == "large"
+    assert patched["metadata"]["generation"] == 2
+    code, body = gw.request("POST", path, {**obj, "kind": "Gadget",
+                                           "metadata": {"name": "k"}})
+    assert code == 400, body
+
+
+def test_name_conflicts(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    rival = widget_crd(g)
+    rival["metadata"]["name"] = f"gizmos.{g}"
+    rival["spec"]["names"] = {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo",
+                              "shortNames": [short(g)]}
+    apply(gw, rival)
+
+    def rejected() -> tuple[str, str, str] | None:
+        crd = get_json(gw, f"{CRD_PATH}/gizmos.{g}")[1]
+        got = conditions(crd).get("NamesAccepted")
+        return got if got and got[0] == "False" else None
+
+    got = eventually(rejected, timeout=10, what="NamesAccepted False")
+    assert got == ("False", "ShortNamesConflict", f'"{short(g)}" is already in use')
+    crd = get_json(gw, f"{CRD_PATH}/gizmos.{g}")[1]
+    assert conditions(crd)["Established"][0] == "False"
+
+
+def test_deleting_a_namespace_deletes_its_custom_resources(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    ns = f"ns-{uuid.uuid4().hex[:6]}"
+    gw.kubectl("create", "namespace", ns)
+    apply(gw, {"apiVersion": f"{g}/v1", "kind": "Widget",
+               "metadata": {"name": "w", "namespace": ns}, "spec": {"size": "small"}})
+    gw.kubectl("delete", "namespace", ns, "--timeout=60s")
+    code, _ = gw.request("GET", f"/apis/{g}/v1/namespaces/{ns}/widgets/w")
+    assert code == 404
+
+
+def test_deleting_a_crd_deletes_its_instances_then_itself(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    for name in ("a", "b"):
+        apply(gw, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"size": "small"}})
+    gw.kubectl("delete", "crd", f"widgets.{g}", "--timeout=60s")
+    code, _ = gw.request("GET", f"{CRD_PATH}/widgets.{g}")
+    assert code == 404
+    eventually(lambda: gw.request("GET", f"/apis/{g}")[0] == 404, timeout=10,
+               what="the group gone from discovery")
+    eventually(lambda: gw.request(
+        "GET", f"/apis/apiregistration.k8s.io/v1/apiservices/v1.{g}")[0] == 404, timeout=10,
+        what="the automanaged APIService deleted")
+    # a CRD of the same name again starts empty
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    listed = json.loads(gw.kubectl("get", f"widgets.{g}", "-A", "-o", "json").stdout)
+    assert listed["items"] == []
