@@ -187,4 +187,12 @@ def resource_of(served: ServedVersion) -> ResourceDef:
         strategy=CustomResourceStrategy(served), short_names=served.short_names,
         categories=served.categories, columns=columns_for(served.columns),
         subresources=subresources,
-        list_kind_name=served.list_kind, patch_types=PATCH_TYPES)
+        list_kind_name=served.list_kind, patch_types=PATCH_TYPES,
+        schema=definition_name(served.group, served.version, served.kind),
+        definition=served.schema or None)
+
+
+def definition_name(group: str, version: str, kind: str) -> str:
+    """kube's OpenAPI name of a custom resource's kind: the group reversed, then version and
+    kind (``com.example.stable.v1.CronTab`` for stable.example.com)."""
+    return ".".join([*reversed(group.split(".")), version, kind])

@@ -7,6 +7,7 @@ time, so both travel the very same REST and storage path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.registry.strategy import Strategy
 from gateway.registry.tables import DEFAULT_COLUMNS, Column
@@ -37,6 +38,9 @@ class ResourceDef:
     #: The patch types a PATCH may use, when not every one (custom resources have no
     #: strategic merge patch); others are refused with 415 naming these.
     patch_types: tuple[str, ...] = ()
+    #: The kind's OpenAPI v3 schema when it is not in the process-wide table of definitions
+    #: (a custom resource: its CRD version's openAPIV3Schema), published under ``schema``.
+    definition: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
