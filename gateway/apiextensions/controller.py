@@ -32,8 +32,10 @@ from gateway.apiextensions.customresource import (
     resource_of,
     served_versions,
 )
+from gateway.apiextensions.scale import ScaleEndpoints
 from gateway.apimachinery import status
 from gateway.apimachinery.listoptions import ListOptions
+from gateway.endpoints.handlers import ResourceEndpoints
 from gateway.registry.follow import follow
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import Admission, DeleteOptions, RESTStore, WriteOptions
@@ -42,8 +44,8 @@ from gateway.storage.interface import EventType, WatchEvent
 
 log = structlog.get_logger(__name__)
 MANAGER = "apiextensions-controller"
-#: What a served version is installed with: (resource, store) -> the handler to route to it.
-Install = Callable[[ResourceDef, RESTStore], None]
+#: Serving a resource by its endpoints, and no longer serving it.
+Install = Callable[[ResourceDef, ResourceEndpoints], None]
 Uninstall = Callable[[ResourceDef], None]
 
 
@@ -58,11 +60,13 @@ class _Served:
 
 class CRDController:
     def __init__(self, crds: RESTStore, factory: StorageFactory, install: Install,
-                 uninstall: Uninstall, *, builtin_names: Callable[[str], Iterable[ResourceDef]],
+                 uninstall: Uninstall, *, endpoints: Callable[[RESTStore], ResourceEndpoints],
+                 builtin_names: Callable[[str], Iterable[ResourceDef]],
                  create_admission: Callable[[ResourceDef], list[Admission]]) -> None:
         self.crds = crds
         self.factory = factory
         self.install = install
+        self.endpoints = endpoints
         self.uninstall = uninstall
         self.builtin_names = builtin_names
         self.create_admission = create_admission
@@ -244,7 +248,10 @@ class CRDController:
             store.create_admission.append(_refuse_while_terminating(self.crds, name,
                                                                     resource))
             served.versions[version] = (entry, resource, store)
-            self.install(resource, store)
+            endpoints = self.endpoints(store)
+            if entry.scale is not None:
+                endpoints.subresource_handlers["scale"] = ScaleEndpoints(endpoints, entry.scale)
+            self.install(resource, endpoints)
 
     def _stop_serving(self, name: str) -> None:
         served = self.served.pop(name, None)

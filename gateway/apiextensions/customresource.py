@@ -11,6 +11,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.apiextensions.paths import read_path, write_path
 from gateway.apiextensions.printing import columns_for
 from gateway.apiextensions.schema import cel
 from gateway.apiextensions.schema.defaulting import apply_defaults
@@ -122,7 +123,15 @@ class CustomResourceStrategy(Strategy):
         return causes + cel.validate(served.rules, obj, old, ratchet=old is not None)
 
     def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
-        return super().subresource_update(subresource, new, old)
+        """``scale`` changes the spec replicas alone; ``status`` the status alone."""
+        if subresource != "scale" or self.served.scale is None:
+            return super().subresource_update(subresource, new, old)
+        path = self.served.scale.get("specReplicasPath", "")
+        result = copy.deepcopy(old)
+        write_path(result, path, read_path(new, path))
+        if "managedFields" in new.get("metadata", {}):
+            result["metadata"]["managedFields"] = new["metadata"]["managedFields"]
+        return result
 
 
 def _without_meta(obj: Object) -> Object:

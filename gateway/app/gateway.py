@@ -237,10 +237,8 @@ class Gateway:
             return [namespace_lifecycle(namespaces, resource.plural, resource.group)]
 
         return CRDController(
-            crds, self.factory,
-            install=lambda resource, store: self.apiextensions.install_api(
-                resource, self._endpoints(store)),
-            uninstall=self.apiextensions.uninstall_api,
+            crds, self.factory, install=self.apiextensions.install_api,
+            uninstall=self.apiextensions.uninstall_api, endpoints=self._endpoints,
             builtin_names=lambda group: [r for r in self.api_resources() if r.group == group
                                          and r.plural != CUSTOM_RESOURCE_DEFINITIONS.plural],
             create_admission=create_admission)

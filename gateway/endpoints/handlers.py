@@ -191,7 +191,7 @@ class ResourceEndpoints:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _write_options(self, request: web.BaseRequest, info: RequestInfo, kind: str,
+    def write_options(self, request: web.BaseRequest, info: RequestInfo, kind: str,
                        first: list[status.Cause] | None = None) -> WriteOptions:
         """The options of a create, update or patch, validated as metav1's ValidateXOptions
         does: ``first`` (the patch type's own checks), then fieldManager, dryRun and
@@ -226,13 +226,13 @@ class ResourceEndpoints:
     async def create(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.name:
             raise status.method_not_allowed("create", self.resource.plural, self.resource.group)
-        options = self._write_options(request, info, "CreateOptions")
+        options = self.write_options(request, info, "CreateOptions")
         obj = await self._body(request)
         created = await self.store.create(info.namespace, obj, options)
         return self._answer(request, created, 201, options)
 
     async def update(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        options = self._write_options(request, info, "UpdateOptions")
+        options = self.write_options(request, info, "UpdateOptions")
         obj = await self._body(request)
         updated, created = await self.store.update(info.namespace, info.name, obj, options)
         return self._answer(request, updated, 201 if created else 200, options)
@@ -253,7 +253,7 @@ class ResourceEndpoints:
         elif "force" in request.query:
             first.append(status.Cause("FieldValueForbidden", "Forbidden: may not be specified "
                                       "for non-apply patch", "force"))
-        options = self._write_options(request, info, "PatchOptions", first)
+        options = self.write_options(request, info, "PatchOptions", first)
         options.force = force
         options.apply = patch_type == patches.APPLY_PATCH
         body = await read_body(request)

@@ -261,3 +261,44 @@ def test_deleting_a_crd_deletes_its_instances_then_itself(gw: GatewayProcess) ->
     established(gw, f"widgets.{g}")
     listed = json.loads(gw.kubectl("get", f"widgets.{g}", "-A", "-o", "json").stdout)
     assert listed["items"] == []
+
+
+def test_the_scale_subresource(gw: GatewayProcess) -> None:
+    g = group()
+    crd = widget_crd(g)
+    for version in crd["spec"]["versions"]:
+        version["subresources"]["scale"] = {
+            "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector"}
+        status_props = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+        status_props["properties"].update(replicas={"type": "integer"},
+                                          selector={"type": "string"})
+    apply(gw, crd)
+    established(gw, f"widgets.{g}")
+    path = f"/apis/{g}/v1/namespaces/default/widgets"
+    code, body = gw.request("POST", path, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                           "metadata": {"name": "s"},
+                                           "spec": {"size": "small", "replicas": 2}})
+    assert code == 201, body
+    gw.kubectl("patch", f"widgets.{g}", "s", "--subresource=status", "--type=merge", "-p",
+               '{"status":{"replicas":2,"selector":"app=s"}}')
+    code, scale = get_json(gw, f"{path}/s/scale")
+    assert code == 200
+    assert scale["kind"] == "Scale" and scale["apiVersion"] == "autoscaling/v1"
+    assert scale["spec"] == {"replicas": 2}
+    assert scale["status"] == {"replicas": 2, "selector": "app=s"}
+    out = gw.kubectl("scale", f"widgets.{g}/s", "--replicas=5").stdout
+    assert f"widget.{g}/s scaled" in out, out
+    code, obj = get_json(gw, f"{path}/s")
+    assert obj["spec"]["replicas"] == 5 and obj["status"]["replicas"] == 2
+    assert obj["metadata"]["generation"] == 2
+    stale = {**scale, "spec": {"replicas": 7}}
+    code, body = gw.request("PUT", f"{path}/s/scale", stale)
+    assert code == 409, body
+    code, body = gw.request("PUT", f"{path}/s/scale",
+                            {**stale, "metadata": {"name": "s"}, "spec": {"replicas": -1}})
+    assert code == 422, body
+    assert json.loads(body)["details"]["causes"][0]["field"] == "spec.replicas"
+    code, body = gw.request("PUT", f"{path}/s/scale",
+                            {**stale, "metadata": {"name": "s"}, "spec": {"replicas": 0}})
+    assert code == 200 and json.loads(body)["spec"] == {"replicas": 0}, body
