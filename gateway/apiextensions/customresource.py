@@ -197,6 +197,7 @@ def resource_of(served: ServedVersion) -> ResourceDef:
         categories=served.categories, columns=columns_for(served.columns),
         subresources=subresources,
         list_kind_name=served.list_kind, patch_types=PATCH_TYPES,
+        storage_version=served.storage_version,
         schema=definition_name(served.group, served.version, served.kind),
         definition=served.schema or None)
 

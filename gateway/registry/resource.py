@@ -16,6 +16,24 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 
 
 @dataclass(frozen=True)
+class Subresource:
+    """What a subresource is, wherever it is served."""
+
+    verbs: tuple[str, ...]
+    #: (group, version, kind) it reads and writes when that is not the resource's own kind.
+    kind: tuple[str, str, str] | None = None
+
+
+#: Every subresource the gateway serves, described once (discovery, OpenAPI, routing).
+SUBRESOURCES: dict[str, Subresource] = {
+    "status": Subresource(("get", "patch", "update")),
+    "finalize": Subresource(("update",)),
+    "scale": Subresource(("get", "patch", "update"), ("autoscaling", "v1", "Scale")),
+    "token": Subresource(("create",), ("authentication.k8s.io", "v1", "TokenRequest")),
+}
+
+
+@dataclass(frozen=True)
 class ResourceDef:
     group: str
     version: str
@@ -38,6 +56,8 @@ class ResourceDef:
     #: The patch types a PATCH may use, when not every one (custom resources have no
     #: strategic merge patch); others are refused with 415 naming these.
     patch_types: tuple[str, ...] = ()
+    #: The version objects are stored at, when not this one (a CRD's storage version).
+    storage_version: str = ""
     #: The kind's OpenAPI v3 schema when it is not in the process-wide table of definitions
     #: (a custom resource: its CRD version's openAPIV3Schema), published under ``schema``.
     definition: dict[str, Any] | None = field(default=None, compare=False, hash=False)
@@ -46,6 +66,13 @@ class ResourceDef:
     def api_version(self) -> str:
         """``v1`` for the core group, ``<group>/<version>`` otherwise."""
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    def subresource_kind(self, name: str) -> tuple[str, str, str]:
+        """(group, version, kind) the subresource ``name`` speaks."""
+        sub = SUBRESOURCES.get(name)
+        if sub is not None and sub.kind is not None:
+            return sub.kind
+        return self.group, self.version, self.kind
 
     @property
     def list_kind(self) -> str:

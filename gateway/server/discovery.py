@@ -34,12 +34,13 @@ from aiohttp import web
 from gateway.apimachinery import status
 from gateway.apimachinery.versions import version_rank
 from gateway.endpoints.negotiation import JSON
-from gateway.registry.resource import ResourceDef
+from gateway.registry.resource import SUBRESOURCES, ResourceDef
 from gateway.storage.codec import dumps
 
 AGGREGATED = "apidiscovery.k8s.io"
-SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "finalize": ["update"],
-                     "scale": ["get", "patch", "update"], "token": ["create"]}
+def _verbs(sub: str) -> list[str]:
+    known = SUBRESOURCES.get(sub)
+    return list(known.verbs) if known is not None else ["get"]
 
 
 def storage_version_hash(group: str, version: str, kind: str) -> str:
@@ -84,13 +85,16 @@ def _resource_entries(resource: ResourceDef) -> list[dict[str, Any]]:
         entry["shortNames"] = list(resource.short_names)
     if resource.categories:
         entry["categories"] = list(resource.categories)
-    entry["storageVersionHash"] = storage_version_hash(resource.group, resource.version,
-                                                       resource.kind)
+    entry["storageVersionHash"] = storage_version_hash(
+        resource.group, resource.storage_version or resource.version, resource.kind)
     entries = [entry]
     for sub in resource.subresources:
-        entries.append({"name": f"{resource.plural}/{sub}", "singularName": "",
-                        "namespaced": resource.namespaced, "kind": resource.kind,
-                        "verbs": SUBRESOURCE_VERBS.get(sub, ["get"])})
+        group, version, kind = resource.subresource_kind(sub)
+        listed: dict[str, Any] = {"name": f"{resource.plural}/{sub}", "singularName": "",
+                                  "namespaced": resource.namespaced}
+        if (group, version) != (resource.group, resource.version):
+            listed.update(group=group, version=version)
+        entries.append({**listed, "kind": kind, "verbs": _verbs(sub)})
     return entries
 
 
@@ -135,9 +139,9 @@ def _aggregated_resource(resource: ResourceDef) -> dict[str, Any]:
     if resource.categories:
         entry["categories"] = list(resource.categories)
     if resource.subresources:
-        entry["subresources"] = [{"subresource": sub, "responseKind": kind,
-                                  "verbs": SUBRESOURCE_VERBS.get(sub, ["get"])}
-                                 for sub in resource.subresources]
+        entry["subresources"] = [{"subresource": sub, "responseKind": dict(zip(
+            ("group", "version", "kind"), resource.subresource_kind(sub), strict=True)),
+            "verbs": _verbs(sub)} for sub in resource.subresources]
     return entry
 
 

@@ -82,6 +82,12 @@ def get_json(gw: GatewayProcess, path: str) -> tuple[int, Any]:
     return code, json.loads(body) if body.startswith(b"{") else body
 
 
+def found(gw: GatewayProcess, path: str) -> Any:
+    """The object at ``path``, or None while it answers anything but 200 (for eventually)."""
+    code, obj = get_json(gw, path)
+    return obj if code == 200 else None
+
+
 def conditions(crd: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     return {c["type"]: (c["status"], c.get("reason", ""), c.get("message", ""))
             for c in crd.get("status", {}).get("conditions", [])}
@@ -125,10 +131,9 @@ def test_discovery_and_the_automanaged_apiservice(gw: GatewayProcess) -> None:
     resources = eventually(lambda: _api_resources(gw, g), timeout=10,
                            what="the CRD in kubectl api-resources")
     assert short(g) in resources and "Widget" in resources and "true" in resources
-    code, apiservice = eventually(
-        lambda: (lambda r: r if r[0] == 200 else None)(
-            get_json(gw, f"/apis/apiregistration.k8s.io/v1/apiservices/v1.{g}")),
-        timeout=10, what="the automanaged APIService")
+    apiservice = eventually(
+        lambda: found(gw, f"/apis/apiregistration.k8s.io/v1/apiservices/v1.{g}"), timeout=10,
+        what="the automanaged APIService")
     assert apiservice["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"] == \
         "true"
     assert apiservice["spec"]["groupPriorityMinimum"] == 1000
@@ -302,3 +307,33 @@ def test_the_scale_subresource(gw: GatewayProcess) -> None:
     code, body = gw.request("PUT", f"{path}/s/scale",
                             {**stale, "metadata": {"name": "s"}, "spec": {"replicas": 0}})
     assert code == 200 and json.loads(body)["spec"] == {"replicas": 0}, body
+
+
+def test_discovery_of_subresources_and_storage_versions(gw: GatewayProcess) -> None:
+    """Subresources are listed with the kind they speak (scale: autoscaling/v1 Scale; core's
+    serviceaccounts/token: authentication.k8s.io/v1 TokenRequest), and every served version
+    of a CRD reports the storage version's hash."""
+    g = group()
+    crd = widget_crd(g)
+    for version in crd["spec"]["versions"]:
+        version["subresources"]["scale"] = {"specReplicasPath": ".spec.replicas",
+                                            "statusReplicasPath": ".status.replicas"}
+        version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][
+            "replicas"] = {"type": "integer"}
+    apply(gw, crd)
+    established(gw, f"widgets.{g}")
+    entries = {}
+    for version in ("v1", "v1beta1"):
+        listed = eventually(lambda v=version: found(gw, f"/apis/{g}/{v}"), timeout=10,
+                            what=f"discovery of {version}")
+        entries[version] = {r["name"]: r for r in listed["resources"]}
+    scale = entries["v1"]["widgets/scale"]
+    assert (scale["group"], scale["version"], scale["kind"]) == ("autoscaling", "v1", "Scale")
+    assert entries["v1"]["widgets/status"]["kind"] == "Widget"
+    assert "group" not in entries["v1"]["widgets/status"]
+    assert entries["v1"]["widgets"]["storageVersionHash"] == \
+        entries["v1beta1"]["widgets"]["storageVersionHash"]
+    core = found(gw, "/api/v1")
+    token = {r["name"]: r for r in core["resources"]}["serviceaccounts/token"]
+    assert (token["group"], token["version"], token["kind"]) == \
+        ("authentication.k8s.io", "v1", "TokenRequest")
