@@ -31,7 +31,13 @@ from gateway.endpoints.tableconvert import (
     partial_metadata_list,
     table,
 )
-from gateway.endpoints.watch import WatchEncoder, error_event, stream, watch_timeout
+from gateway.endpoints.watch import (
+    ConvertedEvents,
+    WatchEncoder,
+    error_event,
+    stream,
+    watch_timeout,
+)
 from gateway.registry import fieldmanager
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.storage.errors import TooOldResourceVersionError
@@ -165,14 +171,17 @@ class ResourceEndpoints:
         options = self._list_options(request, watch=True)
         include = include_object_option(request.query.get("includeObject"))
         version = self.store.version
+        local = not version.identity and not version.remote
         encoder = WatchEncoder(self.resource.kind, self.resource.api_version, media,
                                self._watch_transform(media, include),
-                               convert=None if version.identity else version.from_storage)
+                               convert=version.from_storage if local else None)
         timeout = watch_timeout(options.timeout_seconds, self.min_request_timeout)
         try:
             events: Any = await self.store.watch(info.namespace, options)
         except TooOldResourceVersionError as err:
             events = _one_event(error_event(err))
+        if version.remote:
+            events = ConvertedEvents(events, version.from_storage_many)
         return await stream(request, events, encoder, timeout, self.stopping)
 
     def _watch_transform(self, media: MediaType, include: str):

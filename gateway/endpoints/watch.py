@@ -76,6 +76,43 @@ class WatchEncoder:
         return self.convert(obj)
 
 
+class ConvertedEvents:
+    """A watch whose objects are converted by a call out (a CRD's conversion webhook) before
+    they are encoded: each event is copied with its object converted, the shared one left as
+    it is. Pulled, never pushed (the conversion is awaited)."""
+
+    def __init__(self, events: Any, convert: Callable[[list[Object]], Any]) -> None:
+        self.events = events
+        self.convert = convert
+
+    def __aiter__(self) -> ConvertedEvents:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        event = await self.events.__anext__()
+        if event.object is None or event.type in (EventType.BOOKMARK, EventType.ERROR):
+            return event
+        try:
+            converted = (await self.convert([event.object]))[0]
+        except status.StatusError as err:
+            return WatchEvent(EventType.ERROR, event.key, None, event.revision,
+                              error=_ConversionFailed(err))
+        return WatchEvent(event.type, event.key, converted, event.revision)
+
+    def stop(self) -> None:
+        stop = getattr(self.events, "stop", None)
+        if stop is not None:
+            stop()
+
+
+class _ConversionFailed(Exception):
+    """A conversion that failed mid-watch: the watch ends with its Status."""
+
+    def __init__(self, err: status.StatusError) -> None:
+        super().__init__(err.message)
+        self.status = err
+
+
 def _line(event_type: str, obj: Any) -> bytes:
     return b'{"type":"' + event_type.encode() + b'","object":' + dumps(obj) + b"}\n"
 
@@ -89,6 +126,8 @@ def _error_status(error: Exception | None) -> Object:
         ).to_status()
     if isinstance(error, StorageError):
         return from_storage_error(error).to_status()
+    if isinstance(error, _ConversionFailed):
+        return error.status.to_status()
     return status.internal_error(str(error)).to_status()
 
 

@@ -227,13 +227,15 @@ class RESTStore:
 
     # -- versions -------------------------------------------------------------------------
 
-    def _out(self, obj: Object) -> Object:
+    async def _out(self, obj: Object) -> Object:
         """A stored object as this version serves it (shared objects are not changed)."""
-        return obj if self.version.identity else self.version.from_storage(obj)
+        if self.version.identity:
+            return obj
+        return (await self.version.from_storage_many([obj]))[0]
 
-    def _in(self, obj: Object) -> Object:
+    async def _in(self, obj: Object) -> Object:
         """An object of this version as it is stored."""
-        return obj if self.version.identity else self.version.to_storage(obj)
+        return obj if self.version.identity else await self.version.to_storage_async(obj)
 
     # -- predicates -----------------------------------------------------------------------
 
@@ -264,7 +266,7 @@ class RESTStore:
         if rv_error:  # the watch cache's versioner refuses it; kube passes that on as it is
             raise status.unknown_error(rv_error)
         try:
-            return self._out(await self.cacher.get(self.resource.key(namespace, name)))
+            return await self._out(await self.cacher.get(self.resource.key(namespace, name)))
         except StorageError as err:
             raise self._status(err, name) from None
 
@@ -290,7 +292,7 @@ class RESTStore:
                 result = await self.cacher.list_cached(prefix, predicate=predicate,
                                                        min_revision=options.revision)
             if not self.version.identity:
-                result.items = [self.version.from_storage(item) for item in result.items]
+                result.items = await self.version.from_storage_many(result.items)
             return result
         except TooOldResourceVersionError:
             message = CONTINUE_EXPIRED if options.continue_token else LIST_RV_EXPIRED
@@ -346,8 +348,8 @@ class RESTStore:
             return obj
         for attempt in range(_GENERATE_ATTEMPTS):
             try:
-                return self._out(await self.cacher.create(
-                    self.resource.key(namespace, meta["name"]), self._in(obj)))
+                return await self._out(await self.cacher.create(
+                    self.resource.key(namespace, meta["name"]), await self._in(obj)))
             except KeyExistsError as err:
                 if not generated or attempt == _GENERATE_ATTEMPTS - 1:
                     raise self._status(err, meta["name"]) from None
@@ -410,27 +412,27 @@ class RESTStore:
 
         async def update(stored: Object | None) -> Object:
             nonlocal created
-            current = self._out(stored) if stored is not None else None
+            current = await self._out(stored) if stored is not None else None
             new = await make(current)
             if current is None:
                 if not may_create:
                     raise status.not_found(self.resource.plural, name, self.resource.group)
                 created = True
-                return self._in(await self._create_on_write(namespace, new, options))
+                return await self._in(await self._create_on_write(namespace, new, options))
             prepared = self._prepare_update(new, current, options)
             await self._admit(prepared, current, options)
-            return self._in(await self._admit_webhooks("UPDATE", namespace, prepared, current,
-                                                       options))
+            return await self._in(await self._admit_webhooks("UPDATE", namespace, prepared,
+                                                             current, options))
 
         if options.dry_run:
-            return self._out(await self._dry_run_write(key, update)), created
+            return await self._out(await self._dry_run_write(key, update)), created
         try:
             result = await self.cacher.guaranteed_update(key, update, ignore_not_found=may_create)
         except StorageError as err:
             raise self._status(err, name) from None
         if _finished_deleting(self.strategy, result):
             result = await self._remove_after_finalizers(key, result)
-        return self._out(result), created
+        return await self._out(result), created
 
     async def _dry_run_write(self, key: str,
                              update: Callable[[Object | None], Awaitable[Object]]) -> Object:
@@ -490,7 +492,7 @@ class RESTStore:
         left storage."""
         key = self.resource.key(namespace, name)
         try:
-            current = self._out(await self.cacher.get(key))
+            current = await self._out(await self.cacher.get(key))
         except StorageError as err:
             raise self._status(err, name) from None
         self._check_delete_preconditions(current, options.preconditions)
@@ -500,12 +502,12 @@ class RESTStore:
         if write.dry_run:
             return current, not pending
         if pending:
-            return self._out(await self._mark_deleting(key, name, options)), False
+            return await self._out(await self._mark_deleting(key, name, options)), False
         try:
             deleted = await self.cacher.delete(key, preconditions=options.preconditions)
         except StorageError as err:
             raise self._status(err, name) from None
-        return self._out(deleted), True
+        return await self._out(deleted), True
 
     def _check_delete_preconditions(self, current: Object,
                                     preconditions: Preconditions | None) -> None:

@@ -9,7 +9,10 @@ A resource is stored once, at its storage version, and may be served at several 
   (400), nulls;
 - ``to_storage`` / ``from_storage``: conversion to and from the storage version. Objects read
   from storage may be shared (the watch cache hands the same dict to every reader): a layer
-  that changes something copies first and never writes into what it was given.
+  that changes something copies first and never writes into what it was given. A layer whose
+  conversion calls out (a CRD's conversion webhook) is ``remote``: the store then awaits
+  ``to_storage_async`` and ``from_storage_many`` (a list converted in one call), and watches
+  convert each event before it is encoded.
 
 ``BuiltinVersion`` is the layer of a built-in resource: one version, the stored one, checked
 against its OpenAPI definition by the generic walker; conversion is the identity.
@@ -32,6 +35,8 @@ class VersionLayer:
 
     #: from_storage and to_storage give back what they are given (the store skips them).
     identity: bool = True
+    #: Conversion calls out: only the async methods may be used.
+    remote: bool = False
 
     def __init__(self, resource: ResourceDef) -> None:
         self.resource = resource
@@ -44,6 +49,12 @@ class VersionLayer:
 
     def from_storage(self, obj: Object) -> Object:
         return obj
+
+    async def to_storage_async(self, obj: Object) -> Object:
+        return self.to_storage(obj)
+
+    async def from_storage_many(self, objs: list[Object]) -> list[Object]:
+        return [self.from_storage(obj) for obj in objs]
 
 
 def unknown_fields(paths: list[str], field_validation: str, warnings: list[str]) -> None:
