@@ -345,7 +345,7 @@ async def profiled(out: Path, pid: int, rate: int):
     """py-spy sampling ``pid`` into ``out`` (collapsed stacks) until the block ends."""
     py_spy = str(Path(sys.executable).with_name("py-spy"))
     spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw",
-                            "--rate", str(rate), "--nonblocking", "--output", str(out)],
+                            "--rate", str(rate), "--nonblocking", "--gil", "--output", str(out)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     await asyncio.sleep(1)  # py-spy attaches
     if spy.poll() is not None:

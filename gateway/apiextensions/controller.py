@@ -34,6 +34,7 @@ from gateway.apiextensions.customresource import (
 )
 from gateway.apiextensions.scale import ScaleEndpoints
 from gateway.apimachinery import status
+from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.listoptions import ListOptions
 from gateway.endpoints.handlers import ResourceEndpoints
 from gateway.registry.follow import follow
@@ -339,14 +340,18 @@ def _condition_state(crd: dict[str, Any], type_: str) -> tuple[str, str, str] | 
 
 
 def _refuse_while_terminating(crds: RESTStore, name: str, resource: ResourceDef) -> Admission:
-    """No new instances of a CRD that is being deleted (kube's 405 for create)."""
+    """No new instances of a CRD that is being deleted: 403 naming the object, as
+    kube-apiserver answers."""
 
     async def check(new: dict, old: dict | None, options: WriteOptions) -> None:
         for obj in crds.cacher.objects(crds.resource.key("", name)):
             if obj["metadata"]["name"] == name and condition_true(obj, "Terminating"):
+                meta = new.get("metadata", {})
+                who = meta.get("name") or meta.get("generateName") or ""
                 raise status.StatusError(
-                    405, "MethodNotAllowed",
-                    "create not allowed while custom resource definition is terminating",
-                    kind=resource.plural, group=resource.group)
+                    403, "Forbidden",
+                    f"{status.qualified(resource.plural, resource.group)} {go_quote(who)} is "
+                    "forbidden: create not allowed while custom resource definition is "
+                    "terminating", name=who, kind=resource.plural, group=resource.group)
 
     return check

@@ -30,13 +30,14 @@ from google.protobuf.message import Message
 from gateway.apimachinery import status
 from gateway.registry.resource import ResourceDef
 from gateway.schema.dsl import DEFINITIONS, META
+from gateway.server.openapi_custom import definitions as custom_definitions
+from gateway.server.openapi_custom import is_custom, list_definition_name, referenced
+from gateway.server.openapi_paths import resource_paths
 from gateway.storage.codec import dumps
 from gateway.version import git_version
 
 JSON = "application/json"
 SHARED = (f"{META}.Status", f"{META}.DeleteOptions", f"{META}.WatchEvent", f"{META}.Patch")
-PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
-               "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 DEFINITIONS.setdefault(f"{META}.Patch", {
     "type": "object", "description": "A patch body; its media type says how it applies."})
 
@@ -84,127 +85,6 @@ def _render(node: Any, prefix: str, v3: bool) -> Any:
     return {k: _render(v, prefix, v3) for k, v in node.items()}
 
 
-# -- operations --------------------------------------------------------------------------------
-
-
-def _group_word(resource: ResourceDef) -> str:
-    name = resource.group.split(".")[0] if resource.group else "core"
-    return name[:1].upper() + name[1:] + resource.version[:1].upper() + resource.version[1:]
-
-
-def _param(name: str, where: str, v3: bool, *, required: bool = False,
-           kind: str = "string") -> dict[str, Any]:
-    param: dict[str, Any] = {"name": name, "in": where}
-    if required:
-        param["required"] = True
-    if v3:
-        param["schema"] = {"type": kind, "uniqueItems": True}
-    else:
-        param.update(type=kind, uniqueItems=True)
-    return param
-
-
-WRITE_PARAMS = ("dryRun", "fieldManager", "fieldValidation")
-LIST_PARAMS = (("allowWatchBookmarks", "boolean"), ("continue", "string"),
-               ("fieldSelector", "string"), ("labelSelector", "string"), ("limit", "integer"),
-               ("resourceVersion", "string"), ("resourceVersionMatch", "string"),
-               ("sendInitialEvents", "boolean"), ("timeoutSeconds", "integer"),
-               ("watch", "boolean"))
-
-
-def _operation(resource: ResourceDef, action: str, verb_id: str, response: str, v3: bool, *,
-               query: tuple = (), body: str | None = None, patch: bool = False,
-               namespaced: bool) -> dict[str, Any]:
-    ns_word = "Namespaced" if namespaced else ""
-    op: dict[str, Any] = {
-        "operationId": f"{verb_id}{_group_word(resource)}{ns_word}{resource.kind}",
-        "parameters": [_param(name, "query", v3, kind=kind) for name, kind in query],
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": {"group": resource.group, "kind": resource.kind,
-                                            "version": resource.version},
-        "tags": [_group_word(resource)],
-    }
-    ref = "#/components/schemas/" if v3 else "#/definitions/"
-    if v3:
-        op["responses"] = {"200": {"description": "OK", "content": {
-            JSON: {"schema": {"$ref": ref + response}}}}}
-        if body is not None:
-            types = PATCH_TYPES if patch else ("*/*",)
-            op["requestBody"] = {"required": True, "content": {
-                t: {"schema": {"$ref": ref + body}} for t in types}}
-    else:
-        op["responses"] = {"200": {"description": "OK", "schema": {"$ref": ref + response}}}
-        op["produces"] = [JSON, "application/yaml"]
-        if body is not None:
-            op["parameters"].append({"name": "body", "in": "body", "required": True,
-                                     "schema": {"$ref": ref + body}})
-            if patch:
-                op["consumes"] = list(PATCH_TYPES)
-    return op
-
-
-def resource_paths(resource: ResourceDef, v3: bool) -> dict[str, Any]:
-    """The paths and operations of one resource, as kube publishes them."""
-    base = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
-    ns = resource.namespaced
-    collection = f"{base}/namespaces/{{namespace}}/{resource.plural}" if ns else \
-        f"{base}/{resource.plural}"
-    item = collection + "/{name}"
-    kind, list_kind = resource.schema, resource.schema + "List"
-    status_ref = f"{META}.Status"
-    write = tuple((p, "string") for p in WRITE_PARAMS)
-    path_params = [_param("namespace", "path", v3, required=True)] if ns else []
-    paths = {
-        collection: {
-            "get": _operation(resource, "list", "list", list_kind, v3, query=LIST_PARAMS,
-                              namespaced=ns),
-            "post": _operation(resource, "post", "create", kind, v3, query=write, body=kind,
-                               namespaced=ns),
-            "delete": _operation(resource, "deletecollection", "deleteCollection", status_ref,
-                                 v3, query=LIST_PARAMS + write, namespaced=ns),
-            "parameters": path_params,
-        },
-        item: {
-            "get": _operation(resource, "get", "read", kind, v3, namespaced=ns),
-            "put": _operation(resource, "put", "replace", kind, v3, query=write, body=kind,
-                              namespaced=ns),
-            "patch": _operation(resource, "patch", "patch", kind, v3,
-                                query=(*write, ("force", "boolean")), body=f"{META}.Patch",
-                                patch=True, namespaced=ns),
-            "delete": _operation(resource, "delete", "delete", status_ref, v3, query=(
-                ("dryRun", "string"), ("gracePeriodSeconds", "integer"),
-                ("propagationPolicy", "string")), body=f"{META}.DeleteOptions",
-                namespaced=ns),
-            "parameters": [_param("name", "path", v3, required=True), *path_params],
-        },
-    }
-    if ns:
-        paths[f"{base}/{resource.plural}"] = {
-            "get": _operation(resource, "list", "list", list_kind, v3, query=LIST_PARAMS,
-                              namespaced=False) | {
-                "operationId": f"list{_group_word(resource)}{resource.kind}ForAllNamespaces"},
-        }
-    for sub in resource.subresources:
-        if sub != "status":
-            continue
-        paths[f"{item}/status"] = {
-            "get": _operation(resource, "get", "read", kind, v3, namespaced=ns)
-            | {"operationId": f"read{_group_word(resource)}{'Namespaced' if ns else ''}"
-               f"{resource.kind}Status"},
-            "put": _operation(resource, "put", "replace", kind, v3, query=write, body=kind,
-                              namespaced=ns)
-            | {"operationId": f"replace{_group_word(resource)}{'Namespaced' if ns else ''}"
-               f"{resource.kind}Status"},
-            "patch": _operation(resource, "patch", "patch", kind, v3,
-                                query=(*write, ("force", "boolean")), body=f"{META}.Patch",
-                                patch=True, namespaced=ns)
-            | {"operationId": f"patch{_group_word(resource)}{'Namespaced' if ns else ''}"
-               f"{resource.kind}Status"},
-            "parameters": [_param("name", "path", v3, required=True), *path_params],
-        }
-    return paths
-
-
 # -- documents --------------------------------------------------------------------------------
 
 
@@ -212,28 +92,43 @@ def _info() -> dict[str, str]:
     return {"title": "Kubernetes", "version": git_version()}
 
 
-def v2_document(resources: list[ResourceDef]) -> dict[str, Any]:
+def _served(resources: list[ResourceDef]) -> tuple[list[ResourceDef], list[str]]:
+    """The resources described (those with a definition name) and the roots of the table's
+    definitions they reach."""
     served = [r for r in resources if r.schema]
-    names = reachable([r.schema for r in served] + [r.schema + "List" for r in served]
-                      + list(SHARED))
+    roots = list(SHARED)
+    for resource in served:
+        if is_custom(resource):
+            roots.extend(referenced(resource))
+        else:
+            roots += [resource.schema, list_definition_name(resource)]
+    return served, roots
+
+
+def v2_document(resources: list[ResourceDef]) -> dict[str, Any]:
+    served, roots = _served(resources)
     paths: dict[str, Any] = {}
+    definitions = {n: _render(DEFINITIONS[n], "#/definitions/", False)
+                   for n in reachable(roots)}
     for resource in served:
         paths.update(resource_paths(resource, v3=False))
+        if is_custom(resource):
+            definitions.update(custom_definitions(resource, v2=True))
     return {"swagger": "2.0", "info": _info(), "paths": paths,
-            "definitions": {n: _render(DEFINITIONS[n], "#/definitions/", False) for n in names}}
+            "definitions": dict(sorted(definitions.items()))}
 
 
 def v3_document(resources: list[ResourceDef]) -> dict[str, Any]:
-    served = [r for r in resources if r.schema]
-    names = reachable([r.schema for r in served] + [r.schema + "List" for r in served]
-                      + list(SHARED))
+    served, roots = _served(resources)
     paths: dict[str, Any] = {}
+    schemas = {n: _render(copy.deepcopy(DEFINITIONS[n]), "#/components/schemas/", True)
+               for n in reachable(roots)}
     for resource in served:
         paths.update(resource_paths(resource, v3=True))
-    schemas = {n: _render(copy.deepcopy(DEFINITIONS[n]), "#/components/schemas/", True)
-               for n in names}
+        if is_custom(resource):
+            schemas.update(custom_definitions(resource, v2=False))
     return {"openapi": "3.0.0", "info": _info(), "paths": paths,
-            "components": {"schemas": schemas}}
+            "components": {"schemas": dict(sorted(schemas.items()))}}
 
 
 def gv_path(group: str, version: str) -> str:

@@ -337,3 +337,39 @@ def test_discovery_of_subresources_and_storage_versions(gw: GatewayProcess) -> N
     token = {r["name"]: r for r in core["resources"]}["serviceaccounts/token"]
     assert (token["group"], token["version"], token["kind"]) == \
         ("authentication.k8s.io", "v1", "TokenRequest")
+
+
+def test_a_terminating_crd_refuses_new_instances(gw: GatewayProcess) -> None:
+    """A CRD being deleted while an instance holds a finalizer: Terminating, creates refused
+    with 403, and once the finalizer is removed the instance and then the CRD go."""
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    path = f"/apis/{g}/v1/namespaces/default/widgets"
+    code, body = gw.request("POST", path, {
+        "apiVersion": f"{g}/v1", "kind": "Widget",
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {"size": "small"}})
+    assert code == 201, body
+    gw.kubectl("delete", "crd", f"widgets.{g}", "--wait=false")
+
+    def terminating() -> tuple[str, str, str] | None:
+        crd = found(gw, f"{CRD_PATH}/widgets.{g}")
+        got = conditions(crd or {}).get("Terminating")
+        return got if got and got[1] == "InstanceDeletionInProgress" else None
+
+    assert eventually(terminating, timeout=10, what="Terminating") == (
+        "True", "InstanceDeletionInProgress", "CustomResource deletion is in progress")
+    crd = found(gw, f"{CRD_PATH}/widgets.{g}")
+    assert "customresourcecleanup.apiextensions.k8s.io" in crd["metadata"]["finalizers"]
+    code, body = gw.request("POST", path, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                           "metadata": {"name": "late"},
+                                           "spec": {"size": "small"}})
+    status = json.loads(body)
+    assert (code, status["reason"]) == (403, "Forbidden"), body
+    assert status["message"] == (f'widgets.{g} "late" is forbidden: create not allowed while '
+                                 "custom resource definition is terminating")
+    gw.kubectl("patch", f"widgets.{g}", "held", "--type=merge", "-p",
+               '{"metadata":{"finalizers":null}}')
+    eventually(lambda: gw.request("GET", f"{CRD_PATH}/widgets.{g}")[0] == 404, timeout=20,
+               what="the CRD gone once its last instance went")
