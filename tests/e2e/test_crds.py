@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import GatewayProcess, send
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
@@ -373,3 +373,92 @@ def test_a_terminating_crd_refuses_new_instances(gw: GatewayProcess) -> None:
                '{"metadata":{"finalizers":null}}')
     eventually(lambda: gw.request("GET", f"{CRD_PATH}/widgets.{g}")[0] == 404, timeout=20,
                what="the CRD gone once its last instance went")
+
+
+def test_crd_status_labels_and_deletecollection(gw: GatewayProcess) -> None:
+    """The Kubernetes e2e CRD steps on CRDs themselves: /status get, update and JSON patch;
+    a label-selector list; deletecollection by label."""
+    g = group()
+    crd = widget_crd(g)
+    crd["metadata"]["labels"] = {"e2e-set": g}
+    apply(gw, crd)
+    established(gw, f"widgets.{g}")
+    path = f"{CRD_PATH}/widgets.{g}"
+    code, got = get_json(gw, f"{path}/status")
+    assert code == 200 and got["kind"] == "CustomResourceDefinition"
+    got["status"]["conditions"].append({"type": "StatusUpdated", "status": "True",
+                                        "reason": "E2E", "message": "set from the test",
+                                        "lastTransitionTime": "2024-01-01T00:00:00Z"})
+    got["spec"]["names"]["shortNames"] = ["ignored"]
+    code, body = gw.request("PUT", f"{path}/status", got)
+    updated = json.loads(body)
+    assert code == 200, body
+    assert ("StatusUpdated", "True") in {(c["type"], c["status"])
+                                         for c in updated["status"]["conditions"]}
+    assert updated["spec"]["names"]["shortNames"] == [short(g)]  # status ignores the spec
+    code, body = gw.request(
+        "PATCH", f"{path}/status",
+        [{"op": "add", "path": "/status/conditions/-", "value": {
+            "type": "StatusPatched", "status": "True", "reason": "E2E", "message": "patched",
+            "lastTransitionTime": "2024-01-01T00:00:00Z"}}],
+        headers={"Content-Type": "application/json-patch+json"})
+    assert code == 200, body
+    assert "StatusPatched" in {c["type"] for c in json.loads(body)["status"]["conditions"]}
+    code, listed = get_json(gw, f"{CRD_PATH}?labelSelector=e2e-set%3D{g}")
+    assert [i["metadata"]["name"] for i in listed["items"]] == [f"widgets.{g}"]
+    code, body = gw.request("DELETE", f"{CRD_PATH}?labelSelector=e2e-set%3D{g}")
+    assert code == 200, body
+    eventually(lambda: gw.request("GET", path)[0] == 404, timeout=20, what="the CRD deleted")
+
+
+def test_defaults_apply_on_read_and_warnings_name_unknown_fields(gw: GatewayProcess) -> None:
+    """A default added to the schema later shows on GET of an object stored before it; an
+    unknown field under fieldValidation=Warn is dropped with a Warning header."""
+    g = group()
+    crd = widget_crd(g)
+    apply(gw, crd)
+    established(gw, f"widgets.{g}")
+    path = f"/apis/{g}/v1/namespaces/default/widgets"
+    code, body = gw.request("POST", path, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                           "metadata": {"name": "old"},
+                                           "spec": {"size": "small"}})
+    assert code == 201 and "image" not in json.loads(body)["spec"], body
+    for version in crd["spec"]["versions"]:
+        version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"][
+            "default"] = "busybox"
+    apply(gw, crd)
+
+    def defaulted() -> bool:
+        code, obj = get_json(gw, f"{path}/old")
+        return code == 200 and obj["spec"].get("image") == "busybox"
+
+    eventually(defaulted, timeout=10, what="the new default on read")
+    code, raw, headers = send(gw.url + path + "?fieldValidation=Warn", "POST",
+                              gw.ssl_context(), {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                                 "metadata": {"name": "warned"},
+                                                 "spec": {"size": "small", "colour": "red"}})
+    assert code == 201, raw
+    assert headers.get("Warning") == '299 - "unknown field \\"spec.colour\\""', headers
+
+
+def test_aggregated_discovery_lists_established_crds(gw: GatewayProcess) -> None:
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+    def listed() -> dict | None:
+        code, body = gw.request("GET", "/apis", headers={"Accept": accept})
+        assert code == 200, body
+        groups = {i["metadata"]["name"]: i for i in json.loads(body)["items"]}
+        return groups.get(g)
+
+    entry = eventually(listed, timeout=10, what="the CRD group in aggregated discovery")
+    versions = [v["version"] for v in entry["versions"]]
+    assert versions == ["v1", "v1beta1"]
+    resource = entry["versions"][0]["resources"][0]
+    assert resource["resource"] == "widgets" and resource["singularResource"] == "widget"
+    assert resource["shortNames"] == [short(g)]
+    assert resource["categories"] == [f"gadgets-{short(g)}"]
+    assert resource["responseKind"] == {"group": g, "version": "v1", "kind": "Widget"}
+    assert [s["subresource"] for s in resource["subresources"]] == ["status"]
