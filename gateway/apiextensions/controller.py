@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from gateway.apiextensions.conversion import ConversionError, Converter
 from gateway.apiextensions.crds import (
     CLEANUP_FINALIZER,
     condition_true,
@@ -62,12 +63,14 @@ class _Served:
 class CRDController:
     def __init__(self, crds: RESTStore, factory: StorageFactory, install: Install,
                  uninstall: Uninstall, *, endpoints: Callable[[RESTStore], ResourceEndpoints],
+                 converters: Callable[[dict[str, Any]], Converter],
                  builtin_names: Callable[[str], Iterable[ResourceDef]],
                  create_admission: Callable[[ResourceDef], list[Admission]]) -> None:
         self.crds = crds
         self.factory = factory
         self.install = install
         self.endpoints = endpoints
+        self.converters = converters
         self.uninstall = uninstall
         self.builtin_names = builtin_names
         self.create_admission = create_admission
@@ -235,6 +238,7 @@ class CRDController:
         if served is None:
             served = self.served[name] = _Served(prefix)
         cacher = self.factory.cacher(prefix)
+        converter = self._converter(crd)
         for version, (old, resource, _) in list(served.versions.items()):
             if version not in wanted or wanted[version] != old:
                 del served.versions[version]
@@ -244,7 +248,8 @@ class CRDController:
             if version in served.versions:
                 continue
             resource = resource_of(entry)
-            store = RESTStore(resource, cacher, CustomResourceVersion(resource, entry))
+            store = RESTStore(resource, cacher,
+                              CustomResourceVersion(resource, entry, converter))
             store.create_admission += self.create_admission(resource)
             store.create_admission.append(_refuse_while_terminating(self.crds, name,
                                                                     resource))
@@ -253,6 +258,14 @@ class CRDController:
             if entry.scale is not None:
                 endpoints.subresource_handlers["scale"] = ScaleEndpoints(endpoints, entry.scale)
             self.install(resource, endpoints)
+
+    def _converter(self, crd: dict[str, Any]) -> Converter:
+        """The CRD's converter; one that cannot be built fails every conversion with why
+        (kube serves the CRD's resources with errors then)."""
+        try:
+            return self.converters(crd)
+        except ConversionError as err:
+            return _Unconvertible(err)
 
     def _stop_serving(self, name: str) -> None:
         served = self.served.pop(name, None)
@@ -329,6 +342,17 @@ class CRDController:
             return current
 
         await self.crds.patch("", name, update, WriteOptions(manager=MANAGER))
+
+
+class _Unconvertible(Converter):
+    def __init__(self, err: ConversionError) -> None:
+        self.err = err
+
+    async def convert(self, objects: list[dict[str, Any]],
+                      to_api_version: str) -> list[dict[str, Any]]:
+        if all(o.get("apiVersion") == to_api_version for o in objects):
+            return objects
+        raise self.err
 
 
 def _condition_state(crd: dict[str, Any], type_: str) -> tuple[str, str, str] | None:

@@ -11,6 +11,12 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.apiextensions.conversion import (
+    ConversionError,
+    Converter,
+    NoneConverter,
+    as_status,
+)
 from gateway.apiextensions.paths import read_path, write_path
 from gateway.apiextensions.printing import columns_for
 from gateway.apiextensions.schema import cel
@@ -49,6 +55,8 @@ class ServedVersion:
     scale: Object | None
     columns: tuple[Object, ...]
     selectable_fields: tuple[str, ...] = ()
+    #: spec.conversion: a change of strategy or webhook is served anew.
+    conversion: Object = field(default_factory=dict)
     rules: Any = field(default=None, compare=False)
 
     @property
@@ -80,7 +88,7 @@ def served_versions(crd: Object) -> list[ServedVersion]:
             columns=tuple(entry.get("additionalPrinterColumns") or ()),
             selectable_fields=tuple(f.get("jsonPath", "").lstrip(".")
                                     for f in entry.get("selectableFields") or ()),
-            rules=rules))
+            conversion=dict(spec.get("conversion") or {}), rules=rules))
     return out
 
 
@@ -142,14 +150,18 @@ def _without_meta(obj: Object) -> Object:
 
 class CustomResourceVersion(VersionLayer):
     """One served version: pruning of unknown fields and non-nullable nulls, defaulting on
-    the way in and when read, and conversion to and from the storage version (strategy
-    None: only apiVersion changes)."""
+    the way in and when read (after conversion), and conversion to and from the storage
+    version: strategy None changes apiVersion only, here; Webhook calls the CRD's conversion
+    webhook (``remote``: lists in one call, errors as kube's 500)."""
 
     identity = False
 
-    def __init__(self, resource: ResourceDef, served: ServedVersion) -> None:
+    def __init__(self, resource: ResourceDef, served: ServedVersion,
+                 converter: Converter | None = None) -> None:
         super().__init__(resource)
         self.served = served
+        self.converter = converter
+        self.remote = converter is not None and not isinstance(converter, NoneConverter)
         self._has_defaults = _has_defaults(served.schema)
 
     def decode(self, obj: Object, field_validation: str, warnings: list[str]) -> None:
@@ -166,10 +178,32 @@ class CustomResourceVersion(VersionLayer):
         return {**obj, "apiVersion": self._storage_api_version}
 
     def from_storage(self, obj: Object) -> Object:
-        out = {**obj, "apiVersion": self.served.api_version}
-        if self._has_defaults:
-            out = copy.deepcopy(out)
-            apply_defaults(out, self.served.schema)
+        return self._defaulted({**obj, "apiVersion": self.served.api_version})
+
+    async def to_storage_async(self, obj: Object) -> Object:
+        if not self.remote:
+            return self.to_storage(obj)
+        return (await self._convert([obj], self._storage_api_version))[0]
+
+    async def from_storage_many(self, objs: list[Object]) -> list[Object]:
+        if not self.remote:
+            return [self.from_storage(obj) for obj in objs]
+        converted = await self._convert(objs, self.served.api_version)
+        return [self._defaulted(obj) for obj in converted]
+
+    async def _convert(self, objs: list[Object], api_version: str) -> list[Object]:
+        assert self.converter is not None
+        try:
+            return await self.converter.convert(objs, api_version)
+        except ConversionError as err:
+            raise as_status(err) from None
+
+    def _defaulted(self, obj: Object) -> Object:
+        """Defaults applied on read, on a copy (the stored object may be shared)."""
+        if not self._has_defaults:
+            return obj
+        out = copy.deepcopy(obj)
+        apply_defaults(out, self.served.schema)
         return out
 
     @property

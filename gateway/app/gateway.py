@@ -33,6 +33,7 @@ from gateway.aggregator.registration import APIServiceRegistration, LocalAvailab
 from gateway.aggregator.resolver import StoreServiceResolver
 from gateway.aggregator.server import AggregatorServer
 from gateway.apiextensions.controller import CRDController
+from gateway.apiextensions.conversion import converter_for
 from gateway.apiextensions.crds import CUSTOM_RESOURCE_DEFINITIONS
 from gateway.apimachinery import status
 from gateway.apis.authentication import reviews as authn_reviews
@@ -239,6 +240,7 @@ class Gateway:
         return CRDController(
             crds, self.factory, install=self.apiextensions.install_api,
             uninstall=self.apiextensions.uninstall_api, endpoints=self._endpoints,
+            converters=lambda crd: converter_for(crd, self.clients, self.resolver),
             builtin_names=lambda group: [r for r in self.api_resources() if r.group == group
                                          and r.plural != CUSTOM_RESOURCE_DEFINITIONS.plural],
             create_admission=create_admission)

@@ -17,6 +17,7 @@ import yaml
 
 from tests.support.gateway import GatewayProcess, send
 from tests.support.wait import eventually
+from tests.support.webhook import WebhookServer
 
 pytestmark = pytest.mark.slow
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -462,3 +463,67 @@ def test_aggregated_discovery_lists_established_crds(gw: GatewayProcess) -> None
     assert resource["categories"] == [f"gadgets-{short(g)}"]
     assert resource["responseKind"] == {"group": g, "version": "v1", "kind": "Widget"}
     assert [s["subresource"] for s in resource["subresources"]] == ["status"]
+
+
+def conversion_crd(group_: str, webhook: WebhookServer, path: str = "/convert") -> dict:
+    """Widgets stored at v1 (spec.size), served at v2 too (spec.dimension), converted by the
+    test's webhook."""
+    def version(name: str, field: str, storage: bool) -> dict[str, Any]:
+        return {"name": name, "served": True, "storage": storage, "schema": {
+            "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                "type": "object", "properties": {field: {"type": "string"}}}}}}}
+
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group_}"},
+        "spec": {"group": group_, "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [version("v1", "size", True), version("v2", "dimension", False)],
+                 "conversion": {"strategy": "Webhook", "webhook": {
+                     "conversionReviewVersions": ["v1"],
+                     "clientConfig": {"url": f"https://127.0.0.1:{webhook.port}{path}",
+                                      "caBundle": webhook.ca_bundle}}}},
+    }
+
+
+def test_a_conversion_webhook_converts_between_versions(
+        gw: GatewayProcess, tmp_path_factory: pytest.TempPathFactory) -> None:
+    g = group()
+    with WebhookServer(tmp_path_factory.mktemp("conversion")) as webhook:
+        apply(gw, conversion_crd(g, webhook))
+        established(gw, f"widgets.{g}")
+        v1, v2 = (f"/apis/{g}/{v}/namespaces/default/widgets" for v in ("v1", "v2"))
+        code, body = gw.request("POST", v2, {"apiVersion": f"{g}/v2", "kind": "Widget",
+                                             "metadata": {"name": "w"},
+                                             "spec": {"dimension": "large"}})
+        created = json.loads(body)
+        assert code == 201, body
+        assert created["apiVersion"] == f"{g}/v2" and created["spec"] == {"dimension": "large"}
+        code, stored = get_json(gw, f"{v1}/w")
+        assert stored["apiVersion"] == f"{g}/v1" and stored["spec"] == {"size": "large"}
+        reviews = webhook.received("/convert")
+        assert reviews and reviews[0]["apiVersion"] == "apiextensions.k8s.io/v1"
+        assert reviews[0]["request"]["desiredAPIVersion"] == f"{g}/v1"
+        code, body = gw.request("POST", v1, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                             "metadata": {"name": "x"},
+                                             "spec": {"size": "small"}})
+        assert code == 201, body
+        webhook.clear()
+        code, listed = get_json(gw, v2)
+        assert sorted((i["metadata"]["name"], i["spec"]["dimension"])
+                      for i in listed["items"]) == [("w", "large"), ("x", "small")]
+        assert all(i["apiVersion"] == f"{g}/v2" for i in listed["items"])
+        assert len(webhook.received("/convert")) == 1, "a list converts in one review"
+
+        broken = conversion_crd(g, webhook, "/convert-fail")
+        apply(gw, broken)
+
+        def failing() -> dict | None:
+            code, body = gw.request("GET", f"{v2}/w")
+            return json.loads(body) if code == 500 else None
+
+        status = eventually(failing, timeout=10, what="the failing webhook's 500")
+        assert status["message"] == (f"conversion webhook for {g}/v1, Kind=Widget failed: "
+                                     "cannot convert widgets today"), status
+        code, body = gw.request("GET", f"{v1}/w")
+        assert code == 200, "reading at the stored version needs no conversion"

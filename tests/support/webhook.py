@@ -29,8 +29,9 @@ def _patch(operations: list[dict[str, Any]]) -> str:
 
 class WebhookServer:
     """Paths: /allow, /deny, /deny-plain, /mutate, /record-labels, /mutate-invalid, /warn,
-    /slow, /bad-uid, /validating-patch. ``reviews[path]`` lists the AdmissionReviews each one
-    received."""
+    /slow, /bad-uid, /validating-patch; and for CRD conversion /convert (a Widget's
+    ``spec.size`` in v1 is ``spec.dimension`` in v2) and /convert-fail (a Failure result).
+    ``reviews[path]`` lists the reviews each one received."""
 
     def __init__(self, workdir: Path) -> None:
         ca = Issuer.new("webhook-test-ca")
@@ -79,6 +80,8 @@ class WebhookServer:
         review = await request.json()
         review["query"] = dict(request.query)
         self.reviews.setdefault("/" + behaviour, []).append(review)
+        if behaviour.startswith("convert"):
+            return web.json_response(_conversion(review, behaviour))
         uid = review["request"]["uid"]
         response: dict[str, Any] = {"uid": uid, "allowed": True}
         if behaviour == "deny":
@@ -112,3 +115,27 @@ class WebhookServer:
             response["uid"] = "not-the-request"
         return web.json_response({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
                                   "response": response})
+
+
+def _conversion(review: dict[str, Any], behaviour: str) -> dict[str, Any]:
+    """A ConversionReview's answer: Widgets between v1 (spec.size) and v2 (spec.dimension)."""
+    request = review["request"]
+    response: dict[str, Any] = {"uid": request["uid"]}
+    if behaviour == "convert-fail":
+        response["result"] = {"status": "Failure", "message": "cannot convert widgets today"}
+        return {"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+                "response": response}
+    desired = request["desiredAPIVersion"]
+    converted = []
+    for obj in request["objects"]:
+        out = json.loads(json.dumps(obj))
+        spec = out.setdefault("spec", {})
+        if desired.endswith("/v2") and "size" in spec:
+            spec["dimension"] = spec.pop("size")
+        elif desired.endswith("/v1") and "dimension" in spec:
+            spec["size"] = spec.pop("dimension")
+        out["apiVersion"] = desired
+        converted.append(out)
+    response.update(convertedObjects=converted, result={"status": "Success"})
+    return {"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+            "response": response}
