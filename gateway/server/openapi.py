@@ -8,6 +8,12 @@ when accepted, ETag and 304 (``V2Spec``). /openapi/v3 is an index of one documen
 version, each at a URL with ``?hash=``; requested with its current hash a document is
 cacheable for good, with an old hash it redirects.
 
+Built-in kinds take their definitions from the process-wide table (gateway.schema.dsl); a
+custom resource's come from its CRD version's schema (gateway.server.openapi_custom), and the
+paths of both from gateway.server.openapi_paths. The documents are rebuilt after every change
+of what is served (``OpenAPI.invalidate``): a CRD installed, re-installed with a new schema or
+taken away changes the v2 ETag and the v3 hash of its group version.
+
 The aggregator (gateway.aggregator.openapi) serves these paths with the backends' documents
 merged in; this module describes and serves what the gateway itself serves.
 """
