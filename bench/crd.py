@@ -14,17 +14,20 @@ same 20 values.
 
 Over keep-alive HTTPS with a minimal client (bench/rawhttp.py), in interleaved rounds (a busy
 moment on the machine hits both kinds): create one at a time, create with 16 in flight, get
-one at a time, and a list of all N. Printed per kind and operation: objects/s, p50/p99
-latency and the gateway's CPU time per object (steadier than throughput on a shared
-machine); the last column is custom resource/ConfigMap speed.
+one at a time, and a list of all N. Printed per kind and operation: objects/s (for lists, of
+the median list), p50/p99 latency and the gateway's CPU time per object (steadier than
+throughput on a shared machine); the last columns are custom resource/ConfigMap speed
+(objects/s) and CPU time per object.
 
-    python bench/crd.py [--objects 1000] [--rounds 5] [--concurrency 16] [--lists 5]
+    python bench/crd.py [--objects 1000] [--rounds 5] [--concurrency 16] [--lists 10]
                         [--profile FILE]
 
 Target: custom resource/ConfigMap >= 0.8 for create. ``--profile FILE`` records the gateway
-with py-spy (collapsed stacks) while it creates N more custom resources after the
-measurements (one at a time, then with --concurrency in flight), and the same work with
-ConfigMaps into FILE's sibling ``<stem>-configmaps<suffix>``, for a differential reading.
+with py-spy (collapsed stacks, for flamegraph.pl or speedscope) while it creates 2N more
+custom resources after the measurements (N one at a time, N with --concurrency in flight, in
+the same interleaved rounds), and the same work with ConfigMaps into FILE's sibling
+``<stem>-configmaps<suffix>``, for a differential reading; the gateway's CPU time per object
+while recorded is printed beside each, to turn sample shares into microseconds.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -214,6 +218,13 @@ class Figures:
     def rate(self) -> float:
         return self.objects / self.seconds if self.seconds else 0.0
 
+    @property
+    def median_rate(self) -> float:
+        """Objects per second of the median request (for lists: a few long requests, where
+        one stall would weigh on the total)."""
+        per_request = self.objects / len(self.latencies)
+        return per_request / statistics.median(self.latencies)
+
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
@@ -342,41 +353,63 @@ async def prepare(http: Http) -> None:
 
 @asynccontextmanager
 async def profiled(out: Path, pid: int, rate: int):
-    """py-spy sampling ``pid`` into ``out`` (collapsed stacks) until the block ends."""
+    """py-spy sampling ``pid`` into ``out`` (collapsed stacks) until the block ends.
+
+    ``--gil`` keeps the samples in which a thread holds the GIL (the Python work, not threads
+    waiting on a queue or in fsync); blocking mode (no ``--nonblocking``: the process is
+    paused for each sample) keeps every stack whole down from ``<module>``, which a differential
+    reading of inclusive time needs. Both cost the gateway time, which is why the profile is
+    recorded after the measurements.
+    """
     py_spy = str(Path(sys.executable).with_name("py-spy"))
-    spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw",
-                            "--rate", str(rate), "--gil", "--output", str(out)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    await asyncio.sleep(1)  # py-spy attaches
-    if spy.poll() is not None:
-        raise RuntimeError(f"py-spy: {spy.stderr.read().decode() if spy.stderr else ''}")
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)  # stops and writes the file
-        spy.wait(60)
+    with tempfile.TemporaryFile() as log:
+        spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw",
+                                "--rate", str(rate), "--gil", "--output", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=log)
+        await asyncio.sleep(1)  # py-spy attaches
+        try:
+            if spy.poll() is not None:
+                raise RuntimeError(f"py-spy exited with {spy.returncode}")
+            yield
+        finally:
+            spy.send_signal(signal.SIGINT)  # stops and writes the file
+            code = spy.wait(60)
+            if code != 0 or not out.exists():
+                log.seek(0)
+                raise RuntimeError(f"py-spy failed ({code}): "
+                                   f"{log.read().decode(errors='replace')[-2000:]}")
 
 
-async def profile_creates(http: Http, pid: int, args: argparse.Namespace
+async def profile_creates(http: Http, pid: int, args: argparse.Namespace, workdir: Path
                           ) -> dict[str, tuple[Path, float]]:
-    """The measured creates once more (N one at a time, N with --concurrency in flight), each
-    kind recorded into a file of its own; with the gateway's CPU time per object meanwhile,
-    to read the samples' shares in microseconds."""
+    """The measured creates once more (N one at a time, N with --concurrency in flight), in
+    the same interleaved rounds so that both kinds are recorded in the same conditions; each
+    kind's stacks summed into a file of its own, with the gateway's CPU time per object
+    meanwhile, to read the samples' shares in microseconds."""
     files = {"custom resources": args.profile,
              "configmaps": args.profile.with_name(
                  f"{args.profile.stem}-configmaps{args.profile.suffix}")}
-    out = {}
+    stacks: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
+    cpu = dict.fromkeys(KINDS, 0.0)
+    chunk = args.objects // args.rounds
+    for r in range(args.rounds):
+        for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
+            names = [f"p-{r}-{i:06d}" for i in range(2 * chunk)]
+            paths, payloads = creates(kind, PROFILED, names)
+            part = workdir / f"profile-{r}-{kind.replace(' ', '-')}.txt"
+            async with profiled(part, pid, args.profile_rate):
+                start = cpu_seconds(pid)
+                await one_at_a_time(http, "POST", paths[:chunk], payloads[:chunk], 201)
+                await in_flight(http, paths[chunk:], payloads[chunk:], args.concurrency)
+                cpu[kind] += cpu_seconds(pid) - start
+            for line in part.read_text().splitlines():
+                stack, _, count = line.rpartition(" ")
+                stacks[kind][stack] += int(count)
     for kind, file in files.items():
-        names = [f"p-{i:06d}" for i in range(2 * args.objects)]
-        paths, payloads = creates(kind, PROFILED, names)
-        async with profiled(file, pid, args.profile_rate):
-            cpu = cpu_seconds(pid)
-            await one_at_a_time(http, "POST", paths[: args.objects], payloads[: args.objects],
-                                201)
-            await in_flight(http, paths[args.objects:], payloads[args.objects:],
-                            args.concurrency)
-            out[kind] = (file, (cpu_seconds(pid) - cpu) / len(names) * 1e6)
-    return out
+        file.write_text("".join(f"{stack} {count}\n"
+                                for stack, count in sorted(stacks[kind].items())))
+    return {kind: (file, cpu[kind] / (2 * chunk * args.rounds) * 1e6)
+            for kind, file in files.items()}
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -397,14 +430,15 @@ def report(figures: dict[str, dict[str, Figures]], args: argparse.Namespace,
     print(f"{'operation':<26} {head} {head}  CR/CM   CR/CM CPU")
     ratios = {}
     for op in OPERATIONS:
-        cells = []
+        cells, rates = [], []
         for kind in KINDS:
             f = figures[kind][op]
-            cells.append(f"{f.rate:>10,.0f} {statistics.median(f.latencies) * 1000:>8.2f} "
+            rates.append(f.median_rate if op == "list" else f.rate)
+            cells.append(f"{rates[-1]:>10,.0f} {statistics.median(f.latencies) * 1000:>8.2f} "
                          f"{pct(f.latencies, 99) * 1000:>8.2f} "
                          f"{f.cpu / f.objects * 1e6:>11,.0f}")
         cm, cr = figures["configmaps"][op], figures["custom resources"][op]
-        ratios[op] = cr.rate / cm.rate
+        ratios[op] = rates[1] / rates[0]
         cpu_ratio = (cr.cpu / cr.objects) / (cm.cpu / cm.objects) if cm.cpu else 0.0
         print(f"{labels[op]:<26} {cells[0]} {cells[1]}  {ratios[op]:>5.2f}   {cpu_ratio:>9.2f}")
     for op in ("create", "create-concurrent"):
@@ -418,12 +452,12 @@ async def main() -> int:
     parser.add_argument("--objects", type=int, default=1000, help="of each kind")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--lists", type=int, default=5, help="lists of all N per kind")
+    parser.add_argument("--lists", type=int, default=10, help="lists of all N per kind")
     parser.add_argument("--profile", type=Path, metavar="FILE",
-                        help="record the gateway with py-spy while it creates N more custom "
+                        help="record the gateway with py-spy while it creates 2N more custom "
                              "resources (collapsed stacks), and the same for ConfigMaps into "
                              "<stem>-configmaps<suffix>")
-    parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples/s")
+    parser.add_argument("--profile-rate", type=int, default=500, help="py-spy samples/s")
     args = parser.parse_args()
     if args.objects < args.rounds:
         parser.error("--objects must be at least --rounds")
@@ -436,13 +470,15 @@ async def main() -> int:
         try:
             await prepare(http)
             figures = await run_rounds(http, pid, args)
-            files = await profile_creates(http, pid, args) if args.profile else {}
+            files = (await profile_creates(http, pid, args, Path(tmp)) if args.profile
+                     else {})
         finally:
             await http.close()
             proc.stop()
     report(figures, args, sizes)
     for kind, (file, cpu) in files.items():
-        print(f"profile of {2 * args.objects} {kind} creates: {file} (gateway CPU {cpu:,.0f} "
+        total = 2 * (args.objects // args.rounds) * args.rounds
+        print(f"profile of {total} {kind} creates: {file} (gateway CPU {cpu:,.0f} "
               "µs/object while recorded)")
     return 0
 
