@@ -164,11 +164,12 @@ class CustomResourceVersion(VersionLayer):
         self.remote = converter is not None and not isinstance(converter, NoneConverter)
         self._has_defaults = _has_defaults(served.schema)
 
-    def decode(self, obj: Object, field_validation: str, warnings: list[str]) -> None:
+    def decode(self, obj: Object, field_validation: str, warnings: list[str], *,
+               defaults: bool = True) -> None:
         schema = self.served.schema
         if not schema:
             return
-        if self._has_defaults:  # kube's order: defaults, then pruning, then validation
+        if defaults and self._has_defaults:  # kube's order: defaults, pruning, validation
             apply_defaults(obj, schema)
         unknown_fields(prune(obj, schema, root=True), field_validation, warnings)
 

@@ -280,7 +280,7 @@ class ResourceEndpoints:
                 raise status.bad_request("the apply configuration must be an object")
             applied = dict(document)
             _check_applied_identity(applied, self.resource, info)
-            self.store.check_fields(applied, options)
+            self.store.check_fields(applied, options, defaults=False)
 
             def apply(current: dict | None) -> dict:
                 return fieldmanager.apply(current, applied, schema, manager=options.manager,

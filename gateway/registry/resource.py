@@ -7,11 +7,13 @@ time, so both travel the very same REST and storage path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gateway.registry.strategy import Strategy
 from gateway.registry.tables import DEFAULT_COLUMNS, Column
 
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -83,8 +85,15 @@ class ResourceDef:
         """Keys live under ``/<group>/<resource>/``; the core group is spelled ``core``."""
         return f"/{self.group or 'core'}/{self.plural}/"
 
-    @property
+    @cached_property
     def schema_ref(self) -> dict:
+        """The kind's schema for field checks, patches and field ownership: its own
+        definition (a custom resource's, with ObjectMeta for its metadata), or a reference
+        into the table of definitions."""
+        if self.definition is not None:
+            properties = {**(self.definition.get("properties") or {}),
+                          "metadata": {"$ref": OBJECT_META}}
+            return {**self.definition, "properties": properties}
         return {"$ref": self.schema} if self.schema else {}
 
     @property

@@ -221,9 +221,10 @@ class RESTStore:
         else:
             meta.pop("namespace", None)
 
-    def check_fields(self, obj: dict[str, Any], options: WriteOptions) -> None:
+    def check_fields(self, obj: dict[str, Any], options: WriteOptions, *,
+                     defaults: bool = True) -> None:
         """The served version's decoding checks (unknown fields, types, nulls)."""
-        self.version.decode(obj, options.field_validation, options.warnings)
+        self.version.decode(obj, options.field_validation, options.warnings, defaults=defaults)
 
     # -- versions -------------------------------------------------------------------------
 

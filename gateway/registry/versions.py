@@ -41,8 +41,11 @@ class VersionLayer:
     def __init__(self, resource: ResourceDef) -> None:
         self.resource = resource
 
-    def decode(self, obj: Object, field_validation: str, warnings: list[str]) -> None:
-        """Check a request body of this version in place (400 on what cannot be decoded)."""
+    def decode(self, obj: Object, field_validation: str, warnings: list[str], *,
+               defaults: bool = True) -> None:
+        """Check a request body of this version in place (400 on what cannot be decoded);
+        ``defaults`` False leaves the schema's defaults out (an apply configuration: what the
+        server defaults is not the applier's to own)."""
 
     def to_storage(self, obj: Object) -> Object:
         return obj
@@ -72,7 +75,8 @@ class BuiltinVersion(VersionLayer):
     """A built-in resource: Go's decoding of its known type, as the generic walker mimics it
     (nulls dropped, unknown fields reported, type errors refused)."""
 
-    def decode(self, obj: Object, field_validation: str, warnings: list[str]) -> None:
+    def decode(self, obj: Object, field_validation: str, warnings: list[str], *,
+               defaults: bool = True) -> None:
         drop_nulls(obj)
         resource = self.resource
         result = check(obj, resource.schema_ref)

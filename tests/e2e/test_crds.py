@@ -527,3 +527,30 @@ def test_a_conversion_webhook_converts_between_versions(
                                      "cannot convert widgets today"), status
         code, body = gw.request("GET", f"{v1}/w")
         assert code == 200, "reading at the stored version needs no conversion"
+
+
+def test_server_side_apply_of_custom_resources(gw: GatewayProcess) -> None:
+    """Field ownership follows the CRD's schema: each field of the spec is owned on its own,
+    so a second manager changing another field is no conflict, and the same field is."""
+    g = group()
+    apply(gw, widget_crd(g))
+    established(gw, f"widgets.{g}")
+    obj = {"apiVersion": f"{g}/v1", "kind": "Widget",
+           "metadata": {"name": "ssa", "namespace": "default", "labels": {"a": "1"}},
+           "spec": {"size": "small", "image": "nginx"}}
+    gw.kubectl("apply", "--server-side", "--field-manager=first", "-f", "-",
+               input=yaml.safe_dump(obj))
+    stored = found(gw, f"/apis/{g}/v1/namespaces/default/widgets/ssa")
+    fields = {m["manager"]: m["fieldsV1"] for m in stored["metadata"]["managedFields"]}
+    assert fields["first"]["f:spec"] == {"f:size": {}, "f:image": {}}, fields
+    assert fields["first"]["f:metadata"] == {"f:labels": {"f:a": {}}}, fields
+    other = {**obj, "metadata": {"name": "ssa", "namespace": "default"},
+             "spec": {"replicas": 3}}
+    gw.kubectl("apply", "--server-side", "--field-manager=second", "-f", "-",
+               input=yaml.safe_dump(other))
+    clash = {**obj, "metadata": {"name": "ssa", "namespace": "default"},
+             "spec": {"image": "busybox"}}
+    result = gw.kubectl("apply", "--server-side", "--field-manager=second", "-f", "-",
+                        input=yaml.safe_dump(clash), check=False)
+    assert result.returncode != 0 and "conflict" in result.stderr.lower(), result.stderr
+    assert 'conflict with "first": .spec.image' in result.stderr, result.stderr
