@@ -22,7 +22,7 @@ from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Strategy
-from gateway.registry.tables import DEFAULT_COLUMNS
+from gateway.registry.tables import DEFAULT_TABLE_COLUMNS
 from gateway.schema import apiextensions as _definitions  # noqa: F401 - the CRD kinds
 
 Object = dict[str, Any]
@@ -124,6 +124,6 @@ CUSTOM_RESOURCE_DEFINITIONS = ResourceDef(
     group=GROUP, version="v1", kind="CustomResourceDefinition",
     plural="customresourcedefinitions", singular="customresourcedefinition", namespaced=False,
     strategy=CRDStrategy(), short_names=("crd", "crds"), categories=("api-extensions",),
-    columns=DEFAULT_COLUMNS,
+    columns=DEFAULT_TABLE_COLUMNS,
     schema="io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
     subresources=("status",))

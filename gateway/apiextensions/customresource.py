@@ -111,6 +111,18 @@ class CustomResourceStrategy(Strategy):
     def __init__(self, served: ServedVersion) -> None:
         self.served = served
         self.has_status = served.status
+        self.selectable_fields = served.selectable_fields
+
+    def field_set(self, obj: Object) -> dict[str, str]:
+        """The values of the version's selectableFields, as field selectors compare them."""
+        out = {}
+        for name in self.selectable_fields:
+            value = read_path(obj, name)
+            if isinstance(value, bool):
+                out[name] = "true" if value else "false"
+            elif value is not None:
+                out[name] = str(value)
+        return out
 
     def validate(self, obj: Object) -> list[Cause]:
         return self._schema_causes(obj, None)
@@ -127,7 +139,8 @@ class CustomResourceStrategy(Strategy):
         if served.rules is None or served.rules.empty():
             return causes
         if any(c.reason in _BLOCKING for c in causes):
-            return [*causes, Cause("FieldValueInvalid", f'Invalid value: "null": {_SKIPPED}')]
+            return [*causes, Cause("FieldValueInvalid", f'Invalid value: "null": {_SKIPPED}',
+                                   "<nil>")]
         return causes + cel.validate(served.rules, obj, old, ratchet=old is not None)
 
     def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
@@ -231,7 +244,7 @@ def resource_of(served: ServedVersion) -> ResourceDef:
         strategy=CustomResourceStrategy(served), short_names=served.short_names,
         categories=served.categories, columns=columns_for(served.columns),
         subresources=subresources,
-        list_kind_name=served.list_kind, patch_types=PATCH_TYPES,
+        list_kind_name=served.list_kind, patch_types=PATCH_TYPES, own_field_labels=True,
         storage_version=served.storage_version,
         schema=definition_name(served.group, served.version, served.kind),
         definition=served.schema or None)

@@ -10,10 +10,11 @@ supported (kube's CRD validation refuses it too), and filters ``[?(@.type=="Read
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from gateway.registry.tables import NAME, Column
+from gateway.registry.tables import NAME, Column, since
 
 #: One step of a path: .name, ['quoted'], [index], [*], [?(@.field op "value")].
 _STEP = re.compile(
@@ -84,7 +85,8 @@ def _dig(value: Any, keys: list[str]) -> Any:
 
 
 def _text(value: Any) -> str | None:
-    """A value as the filter compares it (and as a string column prints it)."""
+    """A value as the filter compares it and a string column prints it (kube's JSONPath
+    printing: strings as they are, lists and maps as compact JSON with sorted keys)."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -93,11 +95,8 @@ def _text(value: Any) -> str | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    if isinstance(value, list):
-        return "[" + " ".join(_text(v) or "<nil>" for v in value) + "]"
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_text(v) or '<nil>'}" for k, v in
-                                 sorted(value.items())) + "]"
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     return str(value)
 
 
@@ -116,8 +115,8 @@ def cell(value: Any, type_: str) -> Any:
             else None
     if type_ == "boolean":
         return value if isinstance(value, bool) else None
-    if type_ == "date":
-        return value if isinstance(value, str) else None
+    if type_ == "date":  # kube turns a timestamp into how long ago it was
+        return since(value) if isinstance(value, str) else None
     return value
 
 
@@ -131,7 +130,9 @@ def _column(definition: dict[str, Any]) -> Column:
         found = find(obj, steps)
         return cell(found[0], type_) if found else None
 
-    return Column(definition.get("name", ""), type_, definition.get("description", ""), value,
+    description = definition.get("description") or \
+        f"Custom resource definition column (in JSONPath format): {definition.get('jsonPath')}"
+    return Column(definition.get("name", ""), type_, description, value,
                   definition.get("format", ""), int(definition.get("priority", 0) or 0))
 
 

@@ -9,6 +9,7 @@ its status subresource.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import yaml
@@ -40,6 +41,7 @@ from gateway.endpoints.watch import (
 )
 from gateway.registry import fieldmanager
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
+from gateway.registry.versions import StrictDecodingError
 from gateway.storage.errors import TooOldResourceVersionError
 from gateway.storage.interface import ListResult, Preconditions
 
@@ -154,7 +156,8 @@ class ResourceEndpoints:
         return respond(self._render_one(request, obj, media), media)
 
     def _list_options(self, request: web.BaseRequest, *, watch: bool) -> ListOptions:
-        own = has_own_field_label_conversion(self.resource.group, self.resource.kind)
+        own = self.resource.own_field_labels or \
+            has_own_field_label_conversion(self.resource.group, self.resource.kind)
         return parse_list_options(request, self.resource.selectable_fields, watch=watch,
                                   own_field_labels=own)
 
@@ -177,7 +180,8 @@ class ResourceEndpoints:
                                convert=version.from_storage if local else None)
         timeout = watch_timeout(options.timeout_seconds, self.min_request_timeout)
         try:
-            events: Any = await self.store.watch(info.namespace, options)
+            events: Any = await self.store.watch(info.namespace, options,
+                                                 deadline=time.monotonic() + timeout)
         except TooOldResourceVersionError as err:
             events = _one_event(error_event(err))
         if version.remote:
@@ -237,13 +241,19 @@ class ResourceEndpoints:
             raise status.method_not_allowed("create", self.resource.plural, self.resource.group)
         options = self.write_options(request, info, "CreateOptions")
         obj = await self._body(request)
-        created = await self.store.create(info.namespace, obj, options)
+        try:
+            created = await self.store.create(info.namespace, obj, options)
+        except StrictDecodingError as err:
+            raise err.for_kind(self.resource.kind, self.resource.version) from None
         return self._answer(request, created, 201, options)
 
     async def update(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         options = self.write_options(request, info, "UpdateOptions")
         obj = await self._body(request)
-        updated, created = await self.store.update(info.namespace, info.name, obj, options)
+        try:
+            updated, created = await self.store.update(info.namespace, info.name, obj, options)
+        except StrictDecodingError as err:
+            raise err.for_kind(self.resource.kind, self.resource.version) from None
         return self._answer(request, updated, 201 if created else 200, options)
 
     async def patch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:

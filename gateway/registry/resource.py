@@ -58,6 +58,9 @@ class ResourceDef:
     #: The patch types a PATCH may use, when not every one (custom resources have no
     #: strategic merge patch); others are refused with 415 naming these.
     patch_types: tuple[str, ...] = ()
+    #: Its field selectors are converted by a conversion of its own (custom resources: only
+    #: its selectable fields, "field label not supported" for others).
+    own_field_labels: bool = False
     #: The version objects are stored at, when not this one (a CRD's storage version).
     storage_version: str = ""
     #: The kind's OpenAPI v3 schema when it is not in the process-wide table of definitions

@@ -301,7 +301,8 @@ class RESTStore:
         except StorageError as err:
             raise self._status(err) from None
 
-    async def watch(self, namespace: str, options: ListOptions) -> CacheWatcher:
+    async def watch(self, namespace: str, options: ListOptions,
+                    deadline: float | None = None) -> CacheWatcher:
         """A watch with kube's rules: unset starts with the current state (consistent), "0"
         with whatever state the cache has, N after revision N; sendInitialEvents=true is the
         watch-list stream, closed by a bookmark marked k8s.io/initial-events-end."""
@@ -315,16 +316,18 @@ class RESTStore:
         try:
             if initial is None and rv not in ("", "0"):
                 return await self.cacher.watch_cached(
-                    prefix, revision=options.revision, predicate=predicate, bookmarks=bookmarks)
+                    prefix, revision=options.revision, predicate=predicate, bookmarks=bookmarks,
+                    deadline=deadline)
             if initial is False:
                 revision = options.revision or await self.cacher.current_revision()
                 await self.cacher.wait_fresh(revision)
                 return await self.cacher.watch_cached(
-                    prefix, revision=revision, predicate=predicate, bookmarks=bookmarks)
+                    prefix, revision=revision, predicate=predicate, bookmarks=bookmarks,
+                    deadline=deadline)
             revision = options.revision if rv != "" else await self.cacher.current_revision()
             return await self.cacher.watch_cached(
                 prefix, revision=revision, predicate=predicate, send_initial=True,
-                bookmarks=bookmarks, mark_initial_end=bool(initial),
+                bookmarks=bookmarks, mark_initial_end=bool(initial), deadline=deadline,
             )
         except TooOldResourceVersionError:
             raise

@@ -93,6 +93,12 @@ NAME = Column("Name", "string", "Name must be unique within a namespace; it iden
 AGE = Column("Age", "string", "How long ago the object was created (from "
              "metadata.creationTimestamp).", _age)
 DEFAULT_COLUMNS = (NAME, AGE)
+#: kube's default table convertor (a resource with no printer of its own, e.g. CRDs): the
+#: creation time as it is stored, which kubectl prints under CREATED AT.
+CREATED_AT = Column("Created At", "date", "CreationTimestamp is a timestamp representing the "
+                    "server time when this object was created.",
+                    lambda obj: obj.get("metadata", {}).get("creationTimestamp"))
+DEFAULT_TABLE_COLUMNS = (NAME, CREATED_AT)
 
 
 def count(field: str) -> Callable[[Object], int]:

@@ -60,6 +60,18 @@ class VersionLayer:
         return [self.from_storage(obj) for obj in objs]
 
 
+class StrictDecodingError(status.StatusError):
+    """Unknown fields under fieldValidation=Strict (400). A create or an update names the
+    kind it could not decode (kube's transformDecodeError); a patch does not."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, "BadRequest", message)
+
+    def for_kind(self, kind: str, version: str) -> status.StatusError:
+        return status.bad_request(f'{kind} in version "{version}" cannot be handled as a '
+                                  f"{kind}: {self.message}")
+
+
 def unknown_fields(paths: list[str], field_validation: str, warnings: list[str]) -> None:
     """Fields a version does not know, as kube reports them: a 400 under Strict, warnings
     under Warn (the default), nothing under Ignore."""
@@ -67,7 +79,7 @@ def unknown_fields(paths: list[str], field_validation: str, warnings: list[str])
         return
     messages = [f'unknown field "{path}"' for path in paths]
     if field_validation == "Strict":
-        raise status.bad_request("strict decoding error: " + ", ".join(messages))
+        raise StrictDecodingError("strict decoding error: " + ", ".join(messages))
     warnings.extend(messages)
 
 

@@ -39,13 +39,19 @@ async def guaranteed_update(
         if obj is not None and preconditions is not None:
             preconditions.check(key, obj)
         new_data = codec.encode(await update(obj))
-        if data is not None and new_data == data:
+        if data is not None and _same(new_data, data, revision, key):
             return codec.decode(data, revision, key)  # a no-op writes nothing
         done, outcome = await swap(revision, data, new_data)
         if done:
             assert isinstance(outcome, int)
             return codec.decode(new_data, outcome, key)
         current = outcome  # type: ignore[assignment]
+
+
+def _same(new_data: bytes, data: bytes, revision: int, key: str) -> bool:
+    """The same object: the same bytes, or the same content with keys in another order."""
+    return new_data == data or \
+        codec.decode(new_data, revision, key) == codec.decode(data, revision, key)
 
 
 async def guaranteed_delete(

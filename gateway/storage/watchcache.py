@@ -96,6 +96,10 @@ def convert_for(event: WatchEvent, prefix: str, predicate: Predicate | None) -> 
 Push = Callable[[WatchEvent], bool]
 
 
+#: A watch that allows bookmarks gets one this long before its deadline (kube's 2 s).
+BOOKMARK_BEFORE_DEADLINE = 2.0
+
+
 class CacheWatcher:
     """One watch on the cache: its initial events first, then live ones.
 
@@ -113,15 +117,26 @@ class CacheWatcher:
         buffer: int,
         bookmarks: bool,
         initial: list[WatchEvent],
+        deadline: float | None = None,
     ) -> None:
         self.prefix = prefix
         self.predicate = predicate
         self.bookmarks = bookmarks
-        self.next_bookmark = time.monotonic() + cacher.bookmark_interval
+        #: When the watch will end (time.monotonic()); a bookmark goes out shortly before.
+        self.deadline = deadline
+        self.next_bookmark = self.bookmark_after(time.monotonic(), cacher.bookmark_interval)
         self.initial = deque(initial)
         self.queue = QueueWatch(buffer, on_stop=lambda: cacher._forget(self))
         self.push: Push | None = None
         self.wake = asyncio.Event()
+
+    def bookmark_after(self, now: float, interval: float) -> float:
+        """kube's next bookmark time: after ``interval``, or 2 s before the watch's deadline
+        when that comes first, so a client resumes from a fresh resourceVersion."""
+        due = now + interval
+        if self.deadline is not None:
+            due = min(due, max(now, self.deadline - BOOKMARK_BEFORE_DEADLINE))
+        return due
 
     def __aiter__(self) -> CacheWatcher:
         return self
@@ -342,6 +357,9 @@ class Cacher:
                     mark = WatchEvent(EventType.BOOKMARK, "", None, self.revision)
                     if watcher.deliver(mark):
                         watcher.next_bookmark = now + self.bookmark_interval
+                        if watcher.deadline is not None and \
+                                watcher.next_bookmark >= watcher.deadline:
+                            watcher.next_bookmark = float("inf")  # the pre-deadline one went
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -408,6 +426,7 @@ class Cacher:
         send_initial: bool = False,
         bookmarks: bool = False,
         mark_initial_end: bool = False,
+        deadline: float | None = None,
     ) -> CacheWatcher:
         """Watch events under ``prefix``.
 
@@ -432,7 +451,8 @@ class Cacher:
             initial = []
         else:
             initial = self._replay(prefix, predicate, revision)
-        watcher = CacheWatcher(self, prefix, predicate, self.watcher_buffer, bookmarks, initial)
+        watcher = CacheWatcher(self, prefix, predicate, self.watcher_buffer, bookmarks, initial,
+                               deadline)
         self._watchers[id(watcher)] = watcher
         return watcher
 

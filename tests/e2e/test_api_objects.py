@@ -189,7 +189,8 @@ def test_field_validation_strict_warn_ignore(api, gateway, ns):
     path = CM.format(ns=ns)
     body = {**configmap("fv"), "bogus": 1}
     expect_status(api.post(f"{path}?fieldValidation=Strict", body), 400, "BadRequest",
-                  message='strict decoding error: unknown field "bogus"')
+                  message='ConfigMap in version "v1" cannot be handled as a ConfigMap: strict '
+                          'decoding error: unknown field "bogus"')
     assert api.get(f"{path}/fv")[0] == 404
     response = gateway.open("POST", f"{path}?fieldValidation=Warn", body)
     assert response.status == 201

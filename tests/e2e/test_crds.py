@@ -172,8 +172,9 @@ def test_schema_validation_pruning_and_strictness(gw: GatewayProcess) -> None:
                "spec": {"size": "small", "bogus": 1}}
     code, body = gw.request("POST", path + "?fieldValidation=Strict", unknown)
     assert code == 400, body
-    assert json.loads(body)["message"] == \
-        'strict decoding error: unknown field "spec.bogus"'
+    assert json.loads(body)["message"] == ('Widget in version "v1" cannot be handled as a '
+                                           'Widget: strict decoding error: unknown field '
+                                           '"spec.bogus"')
     code, body = gw.request("POST", path, unknown)
     assert code == 201, body
     assert "bogus" not in json.loads(body)["spec"]
