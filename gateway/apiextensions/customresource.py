@@ -23,6 +23,7 @@ from gateway.apiextensions.schema import cel
 from gateway.apiextensions.schema.defaulting import apply_defaults
 from gateway.apiextensions.schema.pruning import prune
 from gateway.apiextensions.schema.validation import validate
+from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Strategy
@@ -107,6 +108,7 @@ class CustomResourceStrategy(Strategy):
     allow_create_on_update = False
     allow_unconditional_update = False
     has_generation = True
+    decoding_checks_kind = False
 
     def __init__(self, served: ServedVersion) -> None:
         self.served = served
@@ -131,10 +133,13 @@ class CustomResourceStrategy(Strategy):
         return self._schema_causes(new, old)
 
     def _schema_causes(self, obj: Object, old: Object | None) -> list[Cause]:
-        """The schema's value validations, then the CEL rules unless a value was of the wrong
-        type or not among the supported ones (kube's blocking errors: the rules would
-        misread it)."""
+        """The kind first (kube's ValidateTypeMeta), then the schema's value validations, then
+        the CEL rules unless a value was of the wrong type or not among the supported ones
+        (kube's blocking errors: the rules would misread it)."""
         served = self.served
+        if obj.get("kind") != served.kind:
+            return [Cause("FieldValueInvalid", f"Invalid value: {go_quote(str(obj.get('kind')))}:"
+                          f" must be {served.kind}", "kind")]
         causes = validate(served.schema, _without_meta(obj)) if served.schema else []
         if served.rules is None or served.rules.empty():
             return causes
@@ -245,6 +250,7 @@ def resource_of(served: ServedVersion) -> ResourceDef:
         categories=served.categories, columns=columns_for(served.columns),
         subresources=subresources,
         list_kind_name=served.list_kind, patch_types=PATCH_TYPES, own_field_labels=True,
+        protobuf=False,
         storage_version=served.storage_version,
         schema=definition_name(served.group, served.version, served.kind),
         definition=served.schema or None)

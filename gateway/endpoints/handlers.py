@@ -232,7 +232,7 @@ class ResourceEndpoints:
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
         obj = decode_object(await read_body(request), body_media_type(request),
-                            self.resource.kind)
+                            self.resource.kind, protobuf=self.resource.protobuf)
         note_request_object(request, obj)
         return obj
 

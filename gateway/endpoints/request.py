@@ -75,11 +75,18 @@ def unrecognized(kind: str, error: str, body: bytes) -> status.StatusError:
                               f"{error} ({_summary(body)})")
 
 
-def decode_object(body: bytes, content_type: str, kind: str = "") -> dict[str, Any]:
-    """A JSON or YAML object from a request body (400 when it is not one; 415 other types).
-    With ``kind`` (the kind the request is for), a body that does not decode is answered in
-    kube's words for that kind."""
+#: What a resource without protobuf (a custom resource) reads.
+JSON_OR_YAML = ("application/json", "application/yaml")
+
+
+def decode_object(body: bytes, content_type: str, kind: str = "", *,
+                  protobuf: bool = True) -> dict[str, Any]:
+    """A JSON or YAML object from a request body (400 when it is not one; 415 other types,
+    and protobuf for a resource that has none). With ``kind`` (the kind the request is
+    for), a body that does not decode is answered in kube's words for that kind."""
     if content_type == PROTOBUF:
+        if not protobuf:
+            raise status.unsupported_media_type(JSON_OR_YAML)
         return decode_body(body)
     if content_type in YAML_TYPES:
         try:
@@ -89,15 +96,17 @@ def decode_object(body: bytes, content_type: str, kind: str = "") -> dict[str, A
                 raise unrecognized(kind, _yaml_error(err), body) from None
             raise status.bad_request(f"error converting YAML to JSON: {err}") from None
     elif content_type in JSON_TYPES:
-        syntax = json_syntax_error(body)
-        if syntax:
-            if kind:
-                raise unrecognized(kind, f"couldn't get version/kind; json parse error: "
-                                         f"{syntax}", body)
-            raise status.bad_request(f"couldn't get version/kind; json parse error: {syntax}")
         try:
-            obj = loads(body)
-        except ValueError as err:  # text that is not UTF-8
+            obj = loads(body)  # the common case; Go's words are looked for only on failure
+        except ValueError as err:
+            syntax = json_syntax_error(body)
+            if syntax and kind:
+                raise unrecognized(kind, f"couldn't get version/kind; json parse error: "
+                                         f"{syntax}", body) from None
+            if syntax:
+                raise status.bad_request(f"couldn't get version/kind; json parse error: "
+                                         f"{syntax}") from None
+            # text that is not UTF-8
             raise status.bad_request(f"couldn't decode the request body as JSON: {err}") from None
     else:
         raise status.unsupported_media_type()

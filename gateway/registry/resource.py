@@ -58,6 +58,8 @@ class ResourceDef:
     #: The patch types a PATCH may use, when not every one (custom resources have no
     #: strategic merge patch); others are refused with 415 naming these.
     patch_types: tuple[str, ...] = ()
+    #: Request bodies may be protobuf (custom resources have no protobuf form: 415).
+    protobuf: bool = True
     #: Its field selectors are converted by a conversion of its own (custom resources: only
     #: its selectable fields, "field label not supported" for others).
     own_field_labels: bool = False

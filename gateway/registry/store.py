@@ -198,13 +198,15 @@ class RESTStore:
         if name is not None and meta.get("name") and meta["name"] != name:
             raise status.bad_request(f"the name of the object ({meta['name']}) does not match "
                                      f"the name on the URL ({name})")
-        obj["kind"], obj["apiVersion"] = self.resource.kind, self.resource.api_version
+        if self.strategy.decoding_checks_kind or not obj.get("kind"):
+            obj["kind"] = self.resource.kind
+        obj["apiVersion"] = self.resource.api_version
         self.check_fields(obj, options)
         return meta
 
     def _check_type_meta(self, obj: dict[str, Any]) -> None:
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
-        if kind and kind != self.resource.kind:
+        if kind and kind != self.resource.kind and self.strategy.decoding_checks_kind:
             raise status.bad_request(f"the kind of the object ({kind}) does not match the kind "
                                      f"of the request ({self.resource.kind})")
         if api_version and api_version != self.resource.api_version:

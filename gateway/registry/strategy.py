@@ -30,6 +30,9 @@ class Strategy:
     has_generation: bool = False
     #: Field selector labels beyond metadata.name / metadata.namespace.
     selectable_fields: tuple[str, ...] = ()
+    #: A body of another kind is refused while decoding (400); False leaves it to
+    #: ``validate`` (custom resources: 422 "kind: must be <Kind>").
+    decoding_checks_kind: bool = True
 
     def prepare_for_create(self, obj: Object) -> None:
         """Reset what a client may not set on create (e.g. status); default anything missing."""

@@ -210,7 +210,13 @@ def test_the_custom_resource_strategy(gw: GatewayProcess) -> None:
     assert patched["metadata"]["generation"] == 2
     code, body = gw.request("POST", path, {**obj, "kind": "Gadget",
                                            "metadata": {"name": "k"}})
-    assert code == 400, body
+    assert code == 422, body
+    assert json.loads(body)["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "message": 'Invalid value: "Gadget": must be Widget',
+        "field": "kind"}]
+    code, body = gw.request("POST", path, {**obj, "metadata": {"name": "p"}},
+                            headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
+    assert code == 415, body
 
 
 def test_name_conflicts(gw: GatewayProcess) -> None:
