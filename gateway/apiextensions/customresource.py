@@ -8,6 +8,7 @@ two versions of one, never share schema state.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +142,8 @@ class CustomResourceStrategy(Strategy):
             return [Cause("FieldValueInvalid", f"Invalid value: {go_quote(str(obj.get('kind')))}:"
                           f" must be {served.kind}", "kind")]
         causes = validate(served.schema, _without_meta(obj)) if served.schema else []
+        if old is not None:  # kube's validation ratcheting: what did not change may stay
+            causes = [c for c in causes if not _unchanged(obj, old, c.field)]
         if served.rules is None or served.rules.empty():
             return causes
         if any(c.reason in _BLOCKING for c in causes):
@@ -158,6 +161,35 @@ class CustomResourceStrategy(Strategy):
         if "managedFields" in new.get("metadata", {}):
             result["metadata"]["managedFields"] = new["metadata"]["managedFields"]
         return result
+
+
+_MISSING = object()
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[([^\]]*)\]")
+
+
+def _at(obj: Any, field_path: str) -> Any:
+    """The value a cause's field path names (``spec.items[0].name``, ``spec.labels[a]``)."""
+    for match in _STEP.finditer(field_path):
+        key, index = match.group(1), match.group(2)
+        if key is not None and isinstance(obj, dict):
+            obj = obj.get(key, _MISSING)
+        elif index is not None and isinstance(obj, list) and index.isdigit():
+            obj = obj[int(index)] if int(index) < len(obj) else _MISSING
+        elif index is not None and isinstance(obj, dict):
+            obj = obj.get(index, _MISSING)
+        else:
+            return _MISSING
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _unchanged(new: Object, old: Object, field_path: str) -> bool:
+    """A cause whose field holds the same value as before the update (or is missing in both):
+    kube lets an update keep what an earlier schema allowed."""
+    if not field_path or field_path == "<nil>":
+        return False
+    return _at(new, field_path) == _at(old, field_path)
 
 
 def _without_meta(obj: Object) -> Object:

@@ -561,3 +561,36 @@ def test_server_side_apply_of_custom_resources(gw: GatewayProcess) -> None:
                         input=yaml.safe_dump(clash), check=False)
     assert result.returncode != 0 and "conflict" in result.stderr.lower(), result.stderr
     assert 'conflict with "first": .spec.image' in result.stderr, result.stderr
+
+
+def test_validation_ratchets_what_an_update_leaves_alone(gw: GatewayProcess) -> None:
+    """A schema tightened after an object was written: an update that leaves the now-invalid
+    field as it was passes; one that changes it is judged by the new schema."""
+    g = group()
+    crd = widget_crd(g)
+    apply(gw, crd)
+    established(gw, f"widgets.{g}")
+    path = f"/apis/{g}/v1/namespaces/default/widgets"
+    code, body = gw.request("POST", path, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                           "metadata": {"name": "r"},
+                                           "spec": {"size": "small", "image": "a" * 20}})
+    assert code == 201, body
+    for version in crd["spec"]["versions"]:
+        version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"][
+            "maxLength"] = 10
+    apply(gw, crd)
+
+    def tightened() -> bool:
+        code, _ = gw.request("POST", path, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                            "metadata": {"name": "probe"},
+                                            "spec": {"size": "small", "image": "b" * 20}})
+        return code == 422
+
+    eventually(tightened, timeout=10, what="the tighter schema served")
+    code, body = gw.request("PATCH", f"{path}/r", {"spec": {"size": "large"}},
+                            headers={"Content-Type": "application/merge-patch+json"})
+    assert code == 200, body
+    code, body = gw.request("PATCH", f"{path}/r", {"spec": {"image": "c" * 20}},
+                            headers={"Content-Type": "application/merge-patch+json"})
+    assert code == 422, body
+    assert json.loads(body)["details"]["causes"][0]["field"] == "spec.image"
