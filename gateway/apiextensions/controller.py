@@ -41,6 +41,7 @@ from gateway.endpoints.handlers import ResourceEndpoints
 from gateway.registry.follow import follow
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import Admission, DeleteOptions, RESTStore, WriteOptions
+from gateway.storage.errors import KeyNotFoundError
 from gateway.storage.factory import StorageFactory
 from gateway.storage.interface import EventType, WatchEvent
 
@@ -366,16 +367,21 @@ def _condition_state(crd: dict[str, Any], type_: str) -> tuple[str, str, str] | 
 def _refuse_while_terminating(crds: RESTStore, name: str, resource: ResourceDef) -> Admission:
     """No new instances of a CRD that is being deleted: 403 naming the object, as
     kube-apiserver answers."""
+    key = crds.resource.key("", name)
 
     async def check(new: dict, old: dict | None, options: WriteOptions) -> None:
-        for obj in crds.cacher.objects(crds.resource.key("", name)):
-            if obj["metadata"]["name"] == name and condition_true(obj, "Terminating"):
-                meta = new.get("metadata", {})
-                who = meta.get("name") or meta.get("generateName") or ""
-                raise status.StatusError(
-                    403, "Forbidden",
-                    f"{status.qualified(resource.plural, resource.group)} {go_quote(who)} is "
-                    "forbidden: create not allowed while custom resource definition is "
-                    "terminating", name=who, kind=resource.plural, group=resource.group)
+        try:
+            crd = await crds.cacher.get_cached(key)
+        except KeyNotFoundError:
+            return
+        if not condition_true(crd, "Terminating"):
+            return
+        meta = new.get("metadata", {})
+        who = meta.get("name") or meta.get("generateName") or ""
+        raise status.StatusError(
+            403, "Forbidden",
+            f"{status.qualified(resource.plural, resource.group)} {go_quote(who)} is "
+            "forbidden: create not allowed while custom resource definition is terminating",
+            name=who, kind=resource.plural, group=resource.group)
 
     return check
