@@ -20,10 +20,7 @@ from gateway.apiextensions.conversion import (
 )
 from gateway.apiextensions.paths import read_path, write_path
 from gateway.apiextensions.printing import columns_for
-from gateway.apiextensions.schema import cel
-from gateway.apiextensions.schema.defaulting import apply_defaults
-from gateway.apiextensions.schema.pruning import prune
-from gateway.apiextensions.schema.validation import validate
+from gateway.apiextensions.schema import CompiledSchema, cel, compile_schema
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
@@ -60,6 +57,8 @@ class ServedVersion:
     #: spec.conversion: a change of strategy or webhook is served anew.
     conversion: Object = field(default_factory=dict)
     rules: Any = field(default=None, compare=False)
+    #: The schema prepared once: validation, pruning and defaulting without re-reading it.
+    compiled: CompiledSchema | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -90,7 +89,8 @@ def served_versions(crd: Object) -> list[ServedVersion]:
             columns=tuple(entry.get("additionalPrinterColumns") or ()),
             selectable_fields=tuple(f.get("jsonPath", "").lstrip(".")
                                     for f in entry.get("selectableFields") or ()),
-            conversion=dict(spec.get("conversion") or {}), rules=rules))
+            conversion=dict(spec.get("conversion") or {}), rules=rules,
+            compiled=compile_schema(schema) if schema else None))
     return out
 
 
@@ -138,10 +138,11 @@ class CustomResourceStrategy(Strategy):
         the CEL rules unless a value was of the wrong type or not among the supported ones
         (kube's blocking errors: the rules would misread it)."""
         served = self.served
+        compiled = served.compiled
         if obj.get("kind") != served.kind:
             return [Cause("FieldValueInvalid", f"Invalid value: {go_quote(str(obj.get('kind')))}:"
                           f" must be {served.kind}", "kind")]
-        causes = validate(served.schema, _without_meta(obj)) if served.schema else []
+        causes = compiled.validate(_without_meta(obj)) if compiled is not None else []
         if old is not None:  # kube's validation ratcheting: what did not change may stay
             causes = [c for c in causes if not _unchanged(obj, old, c.field)]
         if served.rules is None or served.rules.empty():
@@ -212,16 +213,15 @@ class CustomResourceVersion(VersionLayer):
         self.served = served
         self.converter = converter
         self.remote = converter is not None and not isinstance(converter, NoneConverter)
-        self._has_defaults = _has_defaults(served.schema)
 
     def decode(self, obj: Object, field_validation: str, warnings: list[str], *,
                defaults: bool = True) -> None:
-        schema = self.served.schema
-        if not schema:
+        compiled = self.served.compiled
+        if compiled is None:
             return
-        if defaults and self._has_defaults:  # kube's order: defaults, pruning, validation
-            apply_defaults(obj, schema)
-        unknown_fields(prune(obj, schema, root=True), field_validation, warnings)
+        if defaults and compiled.has_defaults:  # kube's order: defaults, pruning, validation
+            compiled.apply_defaults(obj)
+        unknown_fields(compiled.prune(obj, root=True), field_validation, warnings)
 
     def to_storage(self, obj: Object) -> Object:
         if obj.get("apiVersion") == self._storage_api_version:
@@ -250,25 +250,14 @@ class CustomResourceVersion(VersionLayer):
             raise as_status(err) from None
 
     def _defaulted(self, obj: Object) -> Object:
-        """Defaults applied on read, on a copy (the stored object may be shared)."""
-        if not self._has_defaults:
-            return obj
-        out = copy.deepcopy(obj)
-        apply_defaults(out, self.served.schema)
-        return out
+        """Defaults applied on read: a copy when one is missing (the stored object may be
+        shared), the object itself when none is."""
+        compiled = self.served.compiled
+        return obj if compiled is None else compiled.defaulted(obj)
 
     @property
     def _storage_api_version(self) -> str:
         return f"{self.served.group}/{self.served.storage_version}"
-
-
-def _has_defaults(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return "default" in schema or any(_has_defaults(v) for k, v in schema.items()
-                                          if k not in ("default", "example", "enum"))
-    if isinstance(schema, list):
-        return any(_has_defaults(v) for v in schema)
-    return False
 
 
 def resource_of(served: ServedVersion) -> ResourceDef:

@@ -109,18 +109,32 @@ def validate(schema: Any, data: Any, name: str) -> Result:
     if data is None:
         return result.merge(_type(schema, fmt, None, name), _enum(schema, None, name))
     kind = go_kind(data)
-    steps = ((bool(_types(schema) or fmt), lambda: _type(schema, fmt, data, name)),
-             (True, lambda: _composition(schema, data, name)),
-             (kind == "string", lambda: _string(schema, data, name)),
-             (kind == "string" and bool(fmt), lambda: _format(fmt, data, name)),
-             (kind in ("int64", "float64"), lambda: _numeric(schema, data, name)),
-             (kind == "slice", lambda: _array(schema, data, name)),
-             (True, lambda: _enum(schema, data, name)),
-             (kind == "map", lambda: _object(schema, data, name)))
-    for applies, step in steps:
-        if applies:
-            result.merge(step())
+    # The validators in kube-openapi's order, each counting one match when it applies.
+    if fmt or _types(schema):
+        result.merge(_type(schema, fmt, data, name))
+        result.matches += 1
+    if "anyOf" in schema or "oneOf" in schema or "allOf" in schema or "not" in schema:
+        result.merge(_composition(schema, data, name))
+        result.matches += 1
+    else:
+        result.matches += 2  # _composition's own match when there is nothing to compose
+    if kind == "string":
+        result.merge(_string(schema, data, name))
+        result.matches += 1
+        if fmt:
+            result.merge(_format(fmt, data, name))
             result.matches += 1
+    elif kind == "int64" or kind == "float64":
+        result.merge(_numeric(schema, data, name))
+        result.matches += 1
+    elif kind == "slice":
+        result.merge(_array(schema, data, name))
+        result.matches += 1
+    result.merge(_enum(schema, data, name))
+    result.matches += 1
+    if kind == "map":
+        result.merge(_object(schema, data, name))
+        result.matches += 1
     result.matches += 1
     return result
 

@@ -27,18 +27,29 @@ extension owns the names), two-variable comprehensions, order-free equality of s
 lists, RE2 syntax beyond Python's ``re`` in ``find``/``findAll``.
 
 ``compile_schema`` (cel_rules.py) compiles a CRD schema once; ``validate`` runs it against an
-object (and the old one on update) as pkg/apiserver/schema/cel/validation.go does.
+object (and the old one on update) as pkg/apiserver/schema/cel/validation.go does. The tree it
+walks holds only the nodes with rules at or below them; a node converts to CEL values only the
+fields its rules read (all of ``self`` when one uses it whole: ``self.all(...)``,
+``size(self)``, ``self == oldSelf``), once, into one activation all its rules share, and paths
+are spelled out only for an error.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from gateway.apiextensions.schema import cel_library as lib
-from gateway.apiextensions.schema.cel_rules import CompiledRules, Rule, compile_schema
-from gateway.apiextensions.schema.cel_types import to_cel
+from gateway.apiextensions.schema.cel_rules import (
+    CompiledRules,
+    Rule,
+    compile_schema,
+    runtime_env,
+)
+from gateway.apiextensions.schema.cel_types import FieldView, to_cel
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
 
@@ -66,56 +77,81 @@ def validate(compiled: CompiledRules, obj: Any, old: Any | None = None, path: st
     did not change, becomes a warning (appended to ``warnings``) instead of an error.
     """
     run = _Run(budget, warnings)
-    corr = _Ratchet(_Corr(obj, old, compiled.schema) if ratchet and old is not None else None)
+    corr = _Ratchet(_Corr(obj, old, compiled.schema)) if ratchet and old is not None else _NONE
     return _validate(compiled, path, obj, old, corr, run)
 
 
-@dataclass
 class _Run:
-    budget: int
-    warnings: list[str] | None = None
-    errors: list[Cause] = field(default_factory=list)
+    """The budget left, and where ratcheted errors go."""
+
+    __slots__ = ("budget", "warnings")
+
+    def __init__(self, budget: int, warnings: list[str] | None) -> None:
+        self.budget, self.warnings = budget, warnings
+
+
+#: Where a value is: a string, or (parent, name, in brackets) made into one only for an error.
+_Path = str | tuple[Any, Any, bool]
+
+
+def _text(path: _Path) -> str:
+    if isinstance(path, str):
+        return path
+    parent, name, bracket = path
+    base = _text(parent)
+    return f"{base}[{name}]" if bracket else _child(base, name)
 
 
 def _child(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _validate(node: CompiledRules | None, path: str, obj: Any, old: Any, corr: _Ratchet,
+def _validate(node: CompiledRules | None, path: _Path, obj: Any, old: Any, corr: _Ratchet,
               run: _Run) -> list[Cause]:
+    """Nodes without rules below them are not in the tree (compile_schema leaves them out)."""
     if node is None or obj is None:
         return []
-    errs = _expressions(node, path, obj, old, corr, run)
+    errs = _expressions(node, path, obj, old, corr, run) if node.rules or node.init_error else []
     for sub in node.all_of:
         if run.budget < 0:
             return errs
         errs += _validate(sub, path, obj, old, _Ratchet(None, corr.parent), run)
     if run.budget < 0:
         return errs
-    if isinstance(obj, list) and node.items:
-        errs += _array(node, path, obj, old, corr, run)
-    elif isinstance(obj, dict):
+    if isinstance(obj, list):
+        if node.items:
+            errs += _array(node, path, obj, old, corr, run)
+    elif isinstance(obj, dict) and (node.properties or node.additional):
         errs += _map(node, path, obj, old, corr, run)
     return errs
 
 
-def _map(node: CompiledRules, path: str, obj: dict, old: Any, corr: _Ratchet,
+def _map(node: CompiledRules, path: _Path, obj: dict, old: Any, corr: _Ratchet,
          run: _Run) -> list[Cause]:
     """validateMap: properties and additionalProperties, the old value by the same key."""
     errs: list[Cause] = []
     old_map = old if isinstance(old, dict) else {}
     if node.schema.get("x-kubernetes-map-type") not in (None, "granular", "atomic"):
         old_map = {}
-    for key, value in obj.items():
-        for sub, sub_path in ((node.additional, f"{path}[{key}]"),
-                              (node.properties.get(key), _child(path, key))):
-            if sub is None or run.budget < 0:
-                continue
-            errs += _validate(sub, sub_path, value, old_map.get(key), corr.key(key), run)
+    props, extra = node.properties, node.additional
+    keys: Any = obj
+    if extra is None and len(props) < len(obj):  # only the properties with rules, in obj's order
+        keys = [k for k in props if k in obj]
+        if len(keys) > 1:
+            keys = [k for k in obj if k in props]
+    for key in keys:
+        value = obj[key]
+        if extra is not None and run.budget >= 0:
+            errs += _validate(extra, (path, key, True), value, old_map.get(key), corr.key(key),
+                              run)
+        sub = props.get(key)
+        if sub is not None and run.budget >= 0:
+            errs += _validate(sub, (path, key, False), value, old_map.get(key), corr.key(key),
+                              run)
     return errs
 
 
-def _array(node: CompiledRules, path: str, obj: list, old: Any, corr: _Ratchet,
+def _array(node: CompiledRules, path: _Path, obj: list, old: Any, corr: _Ratchet,
            run: _Run) -> list[Cause]:
     """validateArray: items; only map lists correlate an item with its old self, by keys."""
     errs: list[Cause] = []
@@ -124,7 +160,7 @@ def _array(node: CompiledRules, path: str, obj: list, old: Any, corr: _Ratchet,
         if run.budget < 0:
             break
         old_value = old_items.get(map_list_key(node.schema, value)) if old_items else None
-        errs += _validate(node.items, f"{path}[{i}]", value, old_value, corr.index(i), run)
+        errs += _validate(node.items, (path, i, True), value, old_value, corr.index(i), run)
     return errs
 
 
@@ -144,25 +180,85 @@ def map_list_index(schema: dict, old: Any) -> dict[Any, Any]:
 # -- one node's rules ----------------------------------------------------------------------
 
 
-def _expressions(node: CompiledRules, path: str, obj: Any, old: Any, corr: _Ratchet,
+@dataclass
+class _Bound:
+    """What a node's rules are evaluated on: ``self`` and ``oldSelf`` as CEL values, and the
+    activation they share (None: each evaluation is given ``data`` to convert)."""
+
+    node: CompiledRules
+    data: dict
+    activation: Any = None
+
+    @property
+    def value_type(self) -> str:
+        return _value_type(self.node)
+
+
+def _bind(node: CompiledRules, obj: Any, old: Any) -> _Bound:
+    """The values the node's rules read, converted once for all of them.
+
+    Only the fields the rules read are converted (the node's FieldViews) unless one of the
+    others would have made a difference: a value the CEL runtime refuses (an integer beyond 64
+    bits, a lone surrogate: what orjson refuses, and more), which makes every rule fail, or a
+    date-time or duration whose conversion fails. Then all is converted and given to each
+    evaluation, as it always was.
+    """
+    if _plain(obj) and _plain(old) and _viewable(obj, node.self_view) and _viewable(
+            old, node.old_view):
+        data = {"self": _convert(obj, node, node.self_view),
+                "oldSelf": _convert(old, node, node.old_view)}
+        return _Bound(node, data, runtime_env().Activation(data))
+    return _Bound(node, {"self": to_cel(obj, node.decl), "oldSelf": to_cel(old, node.decl)})
+
+
+#: orjson's refusals are the CEL runtime's (integers within [-2^63, 2^64), strings encodable
+#: as UTF-8), and more: anything not decoded from JSON
+_STRICT = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+           | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def _plain(value: Any) -> bool:
+    """Whether the CEL runtime takes every part of this JSON value."""
+    try:
+        orjson.dumps(value, option=_STRICT)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+def _viewable(value: Any, view: FieldView | None) -> bool:
+    return view is None or not isinstance(value, dict) or not view.may_fail(value)
+
+
+def _convert(value: Any, node: CompiledRules, view: FieldView | None) -> Any:
+    if view is None or not isinstance(value, dict):
+        return to_cel(value, node.decl)
+    return view.to_cel(value)
+
+
+def _expressions(node: CompiledRules, path: _Path, obj: Any, old: Any, corr: _Ratchet,
                  run: _Run) -> list[Cause]:
     """validateExpressions: each rule of the node, in order, within the budget."""
-    value_type = go_quote(_type_name(node.schema))
     if node.init_error:
-        return [_invalid(path, value_type, f"rule compiler initialization error: "
-                                           f"{node.init_error}")]
+        return [_invalid(path, _value_type(node), f"rule compiler initialization error: "
+                                                  f"{node.init_error}")]
     if not node.rules:
         return []
     if run.budget <= 0:
         run.budget = -1
-        return [_invalid(path, value_type, OUT_OF_BUDGET)]
-    data = {"self": to_cel(obj, node.decl), "oldSelf": to_cel(old, node.decl)}
+        return [_invalid(path, _value_type(node), OUT_OF_BUDGET)]
+    bound = _bind(node, obj, old)
     errs: list[Cause] = []
     for rule in node.rules:
-        errs += _one_rule(rule, path, value_type, data, corr, run)
+        errs += _one_rule(rule, path, bound, corr, run)
         if run.budget < 0:
             break
     return errs
+
+
+def _value_type(node: CompiledRules) -> str:
+    """The node's type as its errors quote it (made only for an error)."""
+    return go_quote(_type_name(node.schema))
 
 
 def _type_name(schema: dict) -> str:
@@ -170,52 +266,53 @@ def _type_name(schema: dict) -> str:
     return kind if isinstance(kind, str) else ""
 
 
-def _one_rule(rule: Rule, path: str, value_type: str, data: dict, corr: _Ratchet,
+def _one_rule(rule: Rule, path: _Path, bound: _Bound, corr: _Ratchet,
               run: _Run) -> list[Cause]:
     if rule.error:
-        return [_invalid(path, value_type, f"rule compile error: {rule.error}")]
+        return [_invalid(path, bound.value_type, f"rule compile error: {rule.error}")]
     if rule.program is None:
         return []
-    if rule.uses_old_self and data["oldSelf"] is None and not rule.optional_old_self:
+    if rule.uses_old_self and bound.data["oldSelf"] is None and not rule.optional_old_self:
         return []  # transition rules run only where an old value exists
-    result, error, cost = _evaluate(rule.program, data)
+    result, error, cost = _evaluate(rule.program, bound)
     if cost > run.budget:
         run.budget = -1
-        return [_invalid(path, value_type, OUT_OF_BUDGET)]
+        return [_invalid(path, bound.value_type, OUT_OF_BUDGET)]
     run.budget -= cost
-    text = error_string(rule.source)
-    if error.startswith("no such overload"):
-        return [_invalid(path, value_type, f"'{error}': call arguments did not match a "
-                         f"supported operator, function or macro signature for rule: {text}")]
-    if error == _COST_ERROR:
-        run.budget = -1
-        return [_invalid(path, value_type, f"'{error}': no further validation rules will be "
-                         f"run due to call cost exceeds limit for rule: {text}")]
     if error:
-        return [_invalid(path, value_type, f"{error} evaluating rule: {text}")]
+        text = error_string(rule.source)
+        if error.startswith("no such overload"):
+            return [_invalid(path, bound.value_type, f"'{error}': call arguments did not match "
+                             f"a supported operator, function or macro signature for rule: "
+                             f"{text}")]
+        if error == _COST_ERROR:
+            run.budget = -1
+            return [_invalid(path, bound.value_type, f"'{error}': no further validation rules "
+                             f"will be run due to call cost exceeds limit for rule: {text}")]
+        return [_invalid(path, bound.value_type, f"{error} evaluating rule: {text}")]
     if result is True:
         return []
-    return _failure(rule, path, value_type, data, corr, run)
+    return _failure(rule, path, bound, corr, run)
 
 
-def _failure(rule: Rule, path: str, value_type: str, data: dict, corr: _Ratchet,
+def _failure(rule: Rule, path: _Path, bound: _Bound, corr: _Ratchet,
              run: _Run) -> list[Cause]:
     """The error of a rule that came out false; its detail may come from messageExpression."""
     if rule.field_path:
-        path = _child(path, rule.field_path)
+        path = _child(_text(path), rule.field_path)
     detail = ruleset_message(rule.source)
     if rule.message_program is not None:
-        message, problem = _message(rule, data, run)
+        message, problem = _message(rule, bound, run)
         if problem:
-            return _ratcheted(rule, corr, run, [_invalid(path, value_type, problem)])
+            return _ratcheted(rule, corr, run, [_invalid(path, bound.value_type, problem)])
         detail = message or detail
-    cause = _for_reason(rule.source.get("reason"), path, value_type, detail)
+    cause = _for_reason(rule.source.get("reason"), path, bound.value_type, detail)
     return _ratcheted(rule, corr, run, [cause])
 
 
-def _message(rule: Rule, data: dict, run: _Run) -> tuple[str, str]:
+def _message(rule: Rule, bound: _Bound, run: _Run) -> tuple[str, str]:
     """evalMessageExpression: (message, "") or ("", error that stops validation) or ("", "")."""
-    result, error, cost = _evaluate(rule.message_program, data)
+    result, error, cost = _evaluate(rule.message_program, bound)
     source = rule.source.get("messageExpression", "")
     if cost > run.budget:
         run.budget = -1
@@ -243,13 +340,16 @@ def _ratcheted(rule: Rule, corr: _Ratchet, run: _Run, causes: list[Cause]) -> li
     return []
 
 
-def _evaluate(program: Any, data: dict) -> tuple[Any, str, int]:
+def _evaluate(program: Any, bound: _Bound) -> tuple[Any, str, int]:
     """(result, cel-go's error text or "", cost in units of run time)."""
     start = time.perf_counter_ns()
     try:
-        value = program.eval(data=data)
+        if bound.activation is not None:
+            value = program.eval(activation=bound.activation)
+        else:
+            value = program.eval(data=bound.data)
         result, error = value.value(), ""
-        if value.type().name() == "ERROR":
+        if type(result) is not bool and value.type().name() == "ERROR":  # an error is a str
             result, error = None, lib.runtime_error(str(result))
     except (RuntimeError, ValueError, TypeError) as err:
         result, error = None, lib.runtime_error(str(err))
@@ -273,12 +373,13 @@ def ruleset_message(rule: dict) -> str:
     return f"failed rule: {error_string(rule)}"
 
 
-def _invalid(path: str, value_type: str, detail: str) -> Cause:
-    return Cause("FieldValueInvalid", f"Invalid value: {value_type}: {detail}", path)
+def _invalid(path: _Path, value_type: str, detail: str) -> Cause:
+    return Cause("FieldValueInvalid", f"Invalid value: {value_type}: {detail}", _text(path))
 
 
-def _for_reason(reason: Any, path: str, value_type: str, detail: str) -> Cause:
+def _for_reason(reason: Any, path: _Path, value_type: str, detail: str) -> Cause:
     """fieldErrorForReason: the rule's reason picks the kind of field error."""
+    path = _text(path)
     if reason == "FieldValueForbidden":
         return Cause(reason, f"Forbidden: {detail}", path)
     if reason == "FieldValueRequired":
@@ -370,3 +471,6 @@ class _Ratchet:
         if self.current is not None:
             return self.current.unchanged()
         return self.parent is not None and self.parent.unchanged()
+
+
+_NONE = _Ratchet()

@@ -18,7 +18,14 @@ from typing import Any
 from cel_expr_python import cel
 
 from gateway.apiextensions.schema import cel_library as lib
-from gateway.apiextensions.schema.cel_types import Decl, TypeBuilder, decl_type, escape
+from gateway.apiextensions.schema.cel_types import (
+    Decl,
+    FieldView,
+    TypeBuilder,
+    decl_type,
+    escape,
+    field_view,
+)
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
 
@@ -60,6 +67,9 @@ class CompiledRules:
     all_of: list[CompiledRules] = field(default_factory=list)
     #: "failed to convert to declType..." when the node has rules but no CEL type
     init_error: str = ""
+    #: the fields of ``self`` and of ``oldSelf`` the rules read; None: the whole value
+    self_view: FieldView | None = None
+    old_view: FieldView | None = None
 
     def empty(self) -> bool:
         return not (self.rules or self.properties or self.items or self.additional
@@ -153,7 +163,37 @@ def _compile_node(item: _Pending, pool: Any, types: TypeBuilder) -> list[Cause]:
     for i, (rule, compiled) in enumerate(zip(item.rules, item.node.rules, strict=True)):
         where = f"{item.path}.x-kubernetes-validations[{i}]"
         causes += _compile_rule(rule, compiled, envs, where, item)
+    sources = [text for rule, compiled in zip(item.rules, item.node.rules, strict=True)
+               for text, program in ((rule.get("rule"), compiled.program),
+                                     (rule.get("messageExpression"), compiled.message_program))
+               if program is not None]
+    item.node.self_view = field_view(item.node.decl, read_fields(sources, "self"))
+    item.node.old_view = field_view(item.node.decl, read_fields(sources, "oldSelf"))
     return causes
+
+
+#: A variable, and the field selected of it (``self.x``, ``self.?x``) unless a method is
+#: called (``self.all(...)``, ``self.size()``) or the variable stands alone.
+_REFERENCE = re.compile(r"\b(self|oldSelf)\b(?:\s*\.\s*\??\s*([A-Za-z_][A-Za-z0-9_]*)"
+                        r"(?![A-Za-z0-9_])(?!\s*\())?")
+
+
+def read_fields(sources: list[str], variable: str) -> set[str] | None:
+    """The fields of ``self`` (or ``oldSelf``) the expressions can read, None when one may use
+    it whole (passed to a function or macro, compared, indexed, a method called on it).
+
+    Read on the text: the name anywhere else (in a string, a comment) counts as a use of the
+    whole value, so a doubt always falls on the side of converting everything.
+    """
+    names: set[str] = set()
+    for source in sources:
+        for match in _REFERENCE.finditer(source):
+            if match[1] != variable:
+                continue
+            if match[2] is None:
+                return None
+            names.add(match[2])
+    return names
 
 
 class _Envs:

@@ -217,14 +217,21 @@ def _camel(name: str) -> str:
 # -- values --------------------------------------------------------------------------------
 
 
+#: kinds whose values to_cel passes as they are, whatever they are
+_AS_IS = frozenset({"dyn", "int", "bool", "string"})
+
+
 def to_cel(value: Any, decl: Decl | None) -> Any:
     """UnstructuredToVal: the JSON value as the CEL runtime is given it."""
-    if value is None or decl is None or decl.kind == "dyn":
+    if value is None or decl is None:
         return value
     kind = decl.kind
+    if kind in _AS_IS:
+        return value
     if kind == "object" and isinstance(value, dict):
-        return {decl.fields[k][0]: to_cel(v, decl.fields[k][1])
-                for k, v in value.items() if k in decl.fields and v is not None}
+        fields = decl.fields
+        return {fields[k][0]: to_cel(v, fields[k][1])
+                for k, v in value.items() if k in fields and v is not None}
     if kind == "map" and isinstance(value, dict):
         return {k: to_cel(v, decl.elem) for k, v in value.items()}
     if kind == "list" and isinstance(value, list):
@@ -234,6 +241,95 @@ def to_cel(value: Any, decl: Decl | None) -> Any:
     if kind == "double" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+@dataclass(frozen=True, eq=False)
+class FieldView:
+    """The fields of an object node its rules can read (``self.x``, ``has(self.x)``,
+    ``self.?x``), for a node whose rules never use the value as a whole.
+
+    The rules see the same values either way, except when converting a field the rules do not
+    read would fail: a date-time or a duration to_cel raises on or the CEL runtime refuses.
+    ``unread_special`` lists the unread fields where such a value can hide; ``may_fail`` looks
+    at them, and the caller converts the whole value when it says so.
+    """
+
+    fields: dict[str, tuple[str, Decl]]
+    unread_special: tuple[tuple[str, Decl], ...]
+
+    def to_cel(self, value: dict) -> dict:
+        """to_cel of an object, with only the fields read (in the object's order, as to_cel)."""
+        fields = self.fields
+        return {fields[k][0]: to_cel(v, fields[k][1])
+                for k, v in value.items() if k in fields and v is not None}
+
+    def may_fail(self, value: dict) -> bool:
+        return any(_may_fail(value.get(name), decl) for name, decl in self.unread_special)
+
+
+def field_view(decl: Decl | None, names: set[str] | None) -> FieldView | None:
+    """The view of an object type through the CEL names of the fields its rules read; None
+    when the rules see it whole (not an object, ``self`` used whole, or every field read)."""
+    if decl is None or decl.kind != "object" or names is None:
+        return None
+    fields = {k: f for k, f in decl.fields.items() if f[0] in names}
+    if len(fields) == len(decl.fields):
+        return None
+    special = tuple((k, f[1]) for k, f in decl.fields.items()
+                    if k not in fields and _special(f[1]))
+    return FieldView(fields, special)
+
+
+def _special(decl: Decl) -> bool:
+    """Whether values of this type may hold a date-time or a duration."""
+    if decl.kind in ("timestamp", "duration"):
+        return True
+    if decl.elem is not None:
+        return _special(decl.elem)
+    return any(_special(f[1]) for f in decl.fields.values())
+
+
+#: to_cel raises OverflowError on some date-times of these years (0001-01-01T00:00:00+01:00:
+#: fromisoformat reads it, datetime cannot hold it in UTC); they all begin so
+_EDGE_YEARS = ("0001", "9999")
+#: the CEL runtime refuses durations beyond 10,000 years (protobuf's range)
+_DURATION_SECONDS_MAX = 315_576_000_000
+
+
+def _may_fail(value: Any, decl: Decl) -> bool:
+    """Whether to_cel of the value raises, or gives a value the CEL runtime refuses, because
+    of a date-time or a duration in it (other values: the caller's check)."""
+    if value is None:
+        return False
+    kind = decl.kind
+    if kind == "timestamp":
+        return isinstance(value, str) and value[:4] in _EDGE_YEARS
+    if kind == "duration":
+        return isinstance(value, str) and _duration_may_fail(value)
+    if kind == "object" and isinstance(value, dict):
+        fields = decl.fields
+        return any(_may_fail(v, fields[k][1]) for k, v in value.items()
+                   if k in fields and _special(fields[k][1]))
+    if kind == "map" and isinstance(value, dict) and _special(decl.elem):
+        return any(_may_fail(v, decl.elem) for v in value.values())
+    if kind == "list" and isinstance(value, list) and _special(decl.elem):
+        return any(_may_fail(v, decl.elem) for v in value)
+    return False
+
+
+def _duration_may_fail(text: str) -> bool:
+    """parse_kube_duration raises something else than ValueError (a fraction or a number of
+    hundreds of digits), or gives more than 10,000 years. Six characters cannot: Go's form
+    stops at 292 years, "<n> <unit>" holds at most 99999 weeks."""
+    if len(text) <= 6:
+        return False
+    try:
+        duration = parse_kube_duration(text)
+    except ValueError:
+        return False  # kept as the string
+    except Exception:
+        return True
+    return abs(duration.seconds) > _DURATION_SECONDS_MAX
 
 
 def _string_value(value: str, kind: str) -> Any:
@@ -249,8 +345,21 @@ def _string_value(value: str, kind: str) -> Any:
     return value
 
 
+#: RFC 3339 as protobuf's Timestamp.FromJsonString reads it, in the form objects carry
+_RFC3339 = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
+                      r"(?:\.([0-9]{1,9}))?(?:Z|([+-])([0-9]{2}):([0-9]{2}))")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_EPOCH = datetime.datetime(1970, 1, 1)
+_SECONDS_MIN, _SECONDS_MAX = -62135596800, 253402300799  # 0001-01-01, 9999-12-31T23:59:59
+
+
 def parse_timestamp(text: str) -> timestamp_pb2.Timestamp:
     """strfmt.ParseDateTime (RFC 3339 and its looser ISO 8601 forms), or a date (format: date)."""
+    stamp = _fast_timestamp(text)
+    return stamp if stamp is not None else _parse_timestamp(text)
+
+
+def _parse_timestamp(text: str) -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
     try:
         stamp.FromJsonString(text)
@@ -262,6 +371,37 @@ def parse_timestamp(text: str) -> timestamp_pb2.Timestamp:
         moment = moment.replace(tzinfo=datetime.UTC)
     stamp.FromDatetime(moment)
     return stamp
+
+
+def _fast_timestamp(text: str) -> timestamp_pb2.Timestamp | None:
+    """_parse_timestamp's answer for a plain RFC 3339 date-time (FromJsonString's, computed as
+    it does without its strptime) or date (fromisoformat's: FromJsonString refuses them all);
+    None for anything else, or anything refused, left to _parse_timestamp."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        date = _DATE.fullmatch(text)
+        if date is None:
+            return None
+        try:
+            delta = datetime.datetime(int(date[1]), int(date[2]), int(date[3])) - _EPOCH
+        except ValueError:
+            return None
+        return timestamp_pb2.Timestamp(seconds=delta.days * 86400)
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = match.groups()
+    try:
+        delta = datetime.datetime(int(year), int(month), int(day), int(hour), int(minute),
+                                  int(second)) - _EPOCH
+    except ValueError:
+        return None
+    seconds = delta.seconds + delta.days * 86400
+    nanos = round(float("0." + fraction) * 1e9) if fraction else 0
+    if sign == "+":
+        seconds -= (int(off_h) * 60 + int(off_m)) * 60
+    elif sign == "-":
+        seconds += (int(off_h) * 60 + int(off_m)) * 60
+    if not (_SECONDS_MIN <= seconds <= _SECONDS_MAX and nanos < 1_000_000_000):
+        return None
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
 
 
 _LONG_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "second": 1, "m": 60,

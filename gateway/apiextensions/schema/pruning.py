@@ -28,11 +28,109 @@ def prune(obj: Any, schema: dict, *, root: bool = True, nulls: bool = True) -> l
     """Prune ``obj`` in place as kube does on the way in (and from storage); the paths
     dropped, for the `unknown field "<path>"` warnings or errors. ``root``: ``obj`` is a
     whole custom resource, whose apiVersion, kind and metadata stay (its metadata is ObjectMeta
-    decoding's business)."""
-    paths = prune_unknown(obj, schema, root=root)
-    if nulls:
-        prune_non_nullable_nulls(obj, schema)
-    return paths + coerce_embedded_metadata(obj, schema, root=root)
+    decoding's business).
+
+    The first two steps share one walk (``_one_pass``): both follow properties,
+    additionalProperties and items to the same sub-schemas, and each removes only what the
+    other does not look at again (unknown keys; nulls, which have nothing below them). The
+    result is prune_unknown, then prune_non_nullable_nulls, then coerce_embedded_metadata."""
+    found: list[str] = []
+    if root:
+        # {**schema, EMBEDDED: True} for the first step; the nulls step sees the schema itself,
+        # whose own embedded mark and nullability play no part at the root.
+        top = schema if isinstance(schema, dict) else {}
+        _one_pass(obj, top, "", found, nulls, True)
+    else:
+        top = schema if isinstance(schema, dict) else None
+        _one_pass(obj, top, "", found, nulls, _embedded(top))
+    return sorted(found) + coerce_embedded_metadata(obj, schema, root=root)
+
+
+def _embedded(schema: dict | None) -> bool:
+    return schema is not None and schema.get(EMBEDDED) is True
+
+
+def _one_pass(value: Any, schema: dict | None, path: str, found: list[str], nulls: bool,
+              embedded: bool) -> None:
+    """_prune (``embedded``: the schema's mark, or the root's), and with ``nulls`` also
+    prune_non_nullable_nulls of what stays, below ``value``."""
+    if schema is not None and schema.get(PRESERVE) is True:
+        _one_pass_kept(value, schema, path, found, nulls, embedded)
+    elif isinstance(value, dict):
+        if schema is None:
+            _drop_all(value, path, found)
+            return
+        properties, additional = _children(schema)
+        doomed = []
+        for name, item in value.items():
+            if embedded and name in _META_FIELDS:
+                if nulls and _null_dropped(item, _field_schema(schema, name)):
+                    doomed.append(name)
+                continue
+            if name in properties:
+                sub = _schema(properties[name])
+            elif additional is not None:
+                sub = _schema(additional)
+            else:
+                if name not in _META_FIELDS or path:
+                    found.append(_join(path, name))
+                doomed.append(name)
+                continue
+            if item is None:
+                if nulls and _droppable_null(item, sub):
+                    doomed.append(name)
+            elif isinstance(item, dict | list):
+                _one_pass(item, sub, _join(path, name), found, nulls, _embedded(sub))
+        for name in doomed:
+            del value[name]
+    elif isinstance(value, list):
+        items = _schema(schema.get("items")) if schema is not None else None
+        embedded = _embedded(items)
+        for i, item in enumerate(value):
+            if isinstance(item, dict | list):
+                _one_pass(item, items, f"{path}[{i}]", found, nulls, embedded)
+
+
+def _one_pass_kept(value: Any, schema: dict, path: str, found: list[str], nulls: bool,
+                   embedded: bool) -> None:
+    """_keep, and prune_non_nullable_nulls of what it keeps."""
+    if isinstance(value, dict):
+        properties, additional = _children(schema)
+        doomed = []
+        for name, item in value.items():
+            if embedded and name in _META_FIELDS:
+                if nulls and _null_dropped(item, _field_schema(schema, name)):
+                    doomed.append(name)
+                continue
+            if name in properties:
+                sub = _schema(properties[name])
+            elif additional is not None:
+                sub = _schema(additional)
+            else:
+                continue  # kept as it is; no schema, so no null to drop below it
+            if item is None:
+                if nulls and _droppable_null(item, sub):
+                    doomed.append(name)
+            elif isinstance(item, dict | list):
+                _one_pass(item, sub, _join(path, name), found, nulls, _embedded(sub))
+        for name in doomed:
+            del value[name]
+    elif isinstance(value, list):
+        items = _schema(schema.get("items"))
+        if items is not None:
+            embedded = _embedded(items)
+            for i, item in enumerate(value):
+                if isinstance(item, dict | list):
+                    _one_pass_kept(item, items, f"{path}[{i}]", found, nulls, embedded)
+
+
+def _null_dropped(value: Any, schema: dict | None) -> bool:
+    """prune_non_nullable_nulls of a field the first step leaves alone (an embedded
+    resource's apiVersion, kind, metadata): whether it goes, else its own nulls go."""
+    if _droppable_null(value, schema):
+        return True
+    prune_non_nullable_nulls(value, schema)
+    return False
 
 
 def prune_unknown(obj: Any, schema: Any, *, root: bool = True) -> list[str]:
@@ -158,3 +256,144 @@ def coerce_embedded_metadata(obj: Any, schema: Any, *, root: bool = True) -> lis
             meta_path = f"{path}.metadata" if path else "metadata"
             found += coerce_meta(resource["metadata"], meta_path)
     return sorted(found)
+
+
+# -- compiled ----------------------------------------------------------------------------------
+
+
+class _Node:
+    """One schema node as pruning reads it: children for every name in properties (None for
+    a property whose schema is no object), additionalProperties (``open``: it is given at
+    all; ``additional``: its node when it is a schema), items."""
+
+    __slots__ = ("additional", "children", "droppable", "embedded", "items", "open", "preserve",
+                 "schema")
+
+    def __init__(self, schema: dict) -> None:
+        self.schema = schema
+        self.preserve = schema.get(PRESERVE) is True
+        self.embedded = schema.get(EMBEDDED) is True
+        self.droppable = schema.get("nullable") is not True and schema.get("default") is None
+        self.children: dict[str, _Node | None] = {}
+        self.open = False
+        self.additional: _Node | None = None
+        self.items: _Node | None = None
+
+
+def _compile(schema: Any, memo: dict[int, _Node]) -> _Node | None:
+    if not isinstance(schema, dict):
+        return None
+    if id(schema) in memo:
+        return memo[id(schema)]
+    node = memo[id(schema)] = _Node(schema)
+    properties, additional = _children(schema)
+    node.children = {name: _compile(sub, memo) for name, sub in properties.items()}
+    node.open = additional is not None
+    node.additional = _compile(additional, memo)
+    node.items = _compile(schema.get("items"), memo)
+    return node
+
+
+class PruneTree:
+    """``prune`` for one schema, its walk prepared once: ``PruneTree(schema).prune(obj,
+    root=..., nulls=...)`` is ``prune(obj, schema, root=..., nulls=...)``. ``has_embedded``:
+    whether any node reachable through properties, additionalProperties and items is an
+    embedded resource (without one the metadata step has nothing to do)."""
+
+    def __init__(self, schema: Any, *, has_embedded: bool = True) -> None:
+        self.schema = schema
+        self.has_embedded = has_embedded
+        self._root = _compile(schema, {})
+        self._top = self._root if self._root is not None else _Node({})
+
+    def prune(self, obj: Any, *, root: bool = True, nulls: bool = True) -> list[str]:
+        found: list[str] = []
+        if isinstance(obj, dict | list):
+            if root:
+                _tree_pass(obj, self._top, "", found, nulls, True)
+            else:
+                node = self._root
+                _tree_pass(obj, node, "", found, nulls, node is not None and node.embedded)
+        if found:
+            found.sort()
+        if self.has_embedded:
+            return found + coerce_embedded_metadata(obj, self.schema, root=root)
+        return found
+
+
+def _tree_pass(value: Any, node: _Node | None, path: str, found: list[str], nulls: bool,
+               embedded: bool) -> None:
+    """_one_pass over prepared nodes."""
+    if node is not None and node.preserve:
+        _tree_kept(value, node, path, found, nulls, embedded)
+    elif isinstance(value, dict):
+        if node is None:
+            _drop_all(value, path, found)
+            return
+        children = node.children
+        doomed = None
+        for name, item in value.items():
+            if name in children:
+                sub = children[name]
+            elif node.open or (embedded and name in _META_FIELDS):
+                sub = node.additional
+            else:
+                if name not in _META_FIELDS or path:
+                    found.append(_join(path, name))
+                doomed = doomed or []
+                doomed.append(name)
+                continue
+            if embedded and name in _META_FIELDS:
+                if nulls and _null_dropped(item, sub.schema if sub is not None else None):
+                    doomed = doomed or []
+                    doomed.append(name)
+            elif item is None:
+                if nulls and sub is not None and sub.droppable:
+                    doomed = doomed or []
+                    doomed.append(name)
+            elif isinstance(item, dict | list):
+                _tree_pass(item, sub, _join(path, name), found, nulls,
+                           sub is not None and sub.embedded)
+        if doomed:
+            for name in doomed:
+                del value[name]
+    elif isinstance(value, list):
+        items = node.items if node is not None else None
+        embedded = items is not None and items.embedded
+        for i, item in enumerate(value):
+            if isinstance(item, dict | list):
+                _tree_pass(item, items, f"{path}[{i}]", found, nulls, embedded)
+
+
+def _tree_kept(value: Any, node: _Node, path: str, found: list[str], nulls: bool,
+               embedded: bool) -> None:
+    """_one_pass_kept over prepared nodes."""
+    if isinstance(value, dict):
+        children = node.children
+        doomed = None
+        for name, item in value.items():
+            if name in children:
+                sub = children[name]
+            elif node.open or (embedded and name in _META_FIELDS):
+                sub = node.additional
+            else:
+                continue
+            if embedded and name in _META_FIELDS:
+                if nulls and _null_dropped(item, sub.schema if sub is not None else None):
+                    doomed = doomed or []
+                    doomed.append(name)
+            elif item is None:
+                if nulls and sub is not None and sub.droppable:
+                    doomed = doomed or []
+                    doomed.append(name)
+            elif isinstance(item, dict | list):
+                _tree_pass(item, sub, _join(path, name), found, nulls,
+                           sub is not None and sub.embedded)
+        if doomed:
+            for name in doomed:
+                del value[name]
+    elif isinstance(value, list) and node.items is not None:
+        items = node.items
+        for i, item in enumerate(value):
+            if isinstance(item, dict | list):
+                _tree_kept(item, items, f"{path}[{i}]", found, nulls, items.embedded)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.apiextensions.schema.cel import compile_schema, validate
+from gateway.apiextensions.schema.cel_rules import read_fields
+from gateway.apiextensions.schema.cel_types import _fast_timestamp, _parse_timestamp
 from gateway.apimachinery.status import Cause
 
 PREFIX = "spec.validation.openAPIV3Schema"
@@ -338,3 +340,119 @@ def test_running_out_of_budget_stops_validation():
     assert causes == [Cause("FieldValueInvalid", 'Invalid value: "integer": validation failed '
                             "due to running out of cost budget, no further validation rules "
                             "will be run", "spec.xs[0]")]
+
+
+# -- what the rules are given ----------------------------------------------------------------
+
+DATE_TIME = {"type": "string", "format": "date-time"}
+WIDE = {"a": INT, "b": INT, "name": STR, "at": DATE_TIME, "other": DATE_TIME,
+        "timeout": {"type": "string", "format": "duration"}}
+
+
+def test_a_rule_reading_a_date_time_field_sees_a_timestamp():
+    spec = {"a": 1, "at": "2024-05-01T10:00:00.5+02:00", "other": "not a date", "name": "x"}
+    assert fails("self.at == timestamp('2024-05-01T08:00:00.5Z')", spec, **WIDE) == []
+    assert fails("self.at.getHours() == 8 && self.at.getMilliseconds() == 500", spec,
+                 **WIDE) == []
+    assert fails("self.a < 1", spec, **WIDE) == ['Invalid value: "object": failed rule: '
+                                                 "self.a < 1"]
+    assert fails("dyn(self.other) == 'not a date'", spec, **WIDE) == []  # unparsable
+
+
+def test_a_rule_using_self_whole_sees_every_field():
+    spec = {"a": 1, "b": 2, "name": "x", "at": "2024-05-01T10:00:00Z", "timeout": "1m"}
+    assert fails("dyn(self).size() == 5 && self.a == 1", spec, **WIDE) == []
+    assert fails("dyn(self).all(k, k != 'other') && has(self.timeout)", spec, **WIDE) == []
+    assert fails("self == oldSelf", spec, dict(spec), **WIDE) == []
+    assert fails("self == oldSelf", spec, {**spec, "at": "2024-05-01T10:00:01Z"}, **WIDE) == [
+        'Invalid value: "object": failed rule: self == oldSelf']
+    rule = {"rule": "self.a > 5", "messageExpression": "string(size(dyn(self))) + ' fields'"}
+    assert [c.message for c in errors(spec_schema(rule, **WIDE), {"spec": spec})] == [
+        'Invalid value: "object": 5 fields']
+
+
+def test_rules_read_only_the_fields_they_name():
+    rules = compiled(spec_schema({"rule": "self.a <= self.b"}, {"rule": "has(self.name)"},
+                                 **WIDE)).properties["spec"]
+    assert sorted(rules.self_view.fields) == ["a", "b", "name"]
+    assert rules.old_view.fields == {}
+    assert [name for name, _ in rules.self_view.unread_special] == ["at", "other", "timeout"]
+    rules = compiled(spec_schema({"rule": "self.a > 0"}, {"rule": "[self].size() > 0"},
+                                 **WIDE)).properties["spec"]
+    assert rules.self_view is None  # self whole: every field
+
+
+@pytest.mark.parametrize(("sources", "variable", "names"), [
+    (["self.a < self.b", "has(self.c) && self.?d.orValue(1) > 0"], "self", {"a", "b", "c", "d"}),
+    (["self.a.b.size() > 0 && self . e[0] == 1"], "self", {"a", "e"}),
+    (["self.abc(1) > 0"], "self", None),  # a method: self whole, never a shorter field
+    (["self.a > 0", "size(self) > 1"], "self", None),
+    (["self.all(k, k != 'a')"], "self", None),
+    (["self.a == oldSelf.a"], "oldSelf", {"a"}),
+    (["self == oldSelf"], "oldSelf", None),
+    (["oldSelf.hasValue() && oldSelf.value().a > 0"], "oldSelf", None),
+    (["self.a > 0"], "oldSelf", set()),
+    (["self.a == 'self'"], "self", None),  # in a string: still counted, as a whole use
+    (["myself.a > 0 || self_.b"], "self", set()),
+])
+def test_read_fields(sources, variable, names):
+    assert read_fields(sources, variable) == names
+
+
+def test_unread_values_the_runtime_refuses_fail_every_rule_as_before():
+    assert fails("self.a > 0", {"a": 1, "b": 2 ** 64}, **WIDE) == [
+        "Invalid value: \"object\": Integer value '18446744073709551616' out of range for "
+        "'self['b'] -> 18446744073709551616'. evaluating rule: self.a > 0"]
+    assert fails("self.a > 0", {"a": 1, "name": "\ud800"}, **WIDE) == [
+        'Invalid value: "object": basic_string: construction from null is not valid '
+        "evaluating rule: self.a > 0"]
+
+
+@pytest.mark.parametrize(("value", "may_fail"), [
+    ({"at": "2024-05-01T10:00:00Z", "timeout": "720h0m0s"}, False),
+    ({"at": "not a date", "timeout": "nonsense!"}, False),  # kept as strings
+    ({"at": "0001-01-01T00:00:00+01:00"}, True),  # datetime cannot hold it in UTC
+    ({"at": "9999-12-31T20:00:00Z"}, True),  # the same years are all looked at closely
+    ({"timeout": "99999w"}, False),
+    ({"timeout": "999999 weeks"}, True),  # more than 10,000 years: refused by the runtime
+    ({"timeout": "1." + "9" * 400 + "s"}, True),  # parse_kube_duration's OverflowError
+    ({"nested": {"t": "0001-01-01T00:00:00+01:00"}}, True),
+    ({"nested": {"list": [{"t": "2024-05-01T10:00:00Z"}, {"t": "9999-01-01"}]}}, True),
+    ({"nested": {"map": {"x": "2024-05-01"}}}, False),
+])
+def test_unread_date_times_and_durations_that_may_not_convert(value, may_fail):
+    inner = {"type": "object", "properties": {"t": DATE_TIME}}
+    nested = {"type": "object", "properties": {
+        "t": DATE_TIME, "list": {"type": "array", "items": inner},
+        "map": {"type": "object", "additionalProperties": DATE_TIME}}}
+    rules = compiled(spec_schema({"rule": "self.a > 0"}, nested=nested, **WIDE))
+    assert rules.properties["spec"].self_view.may_fail(value) is may_fail
+
+
+def test_unread_values_that_do_not_convert_are_converted_as_before():
+    spec = {"a": 1, "timeout": "999999 weeks"}
+    [message] = fails("self.a > 0", spec, **WIDE)
+    assert "above maximum allowed duration" in message
+    with pytest.raises(OverflowError):  # as it always did (and self.size() does)
+        fails("self.a > 0", {"a": 1, "at": "0001-01-01T00:00:00+01:00"}, **WIDE)
+
+
+@pytest.mark.parametrize(("text", "fast"), [
+    ("2024-05-01T12:34:56Z", True), ("2024-05-01T12:34:56.123456789Z", True),
+    ("2024-05-01T12:34:56.5+05:30", True), ("1970-01-01T00:00:00-00:00", True),
+    ("2024-02-29T23:59:59.000000001-12:00", True), ("0001-01-01T00:00:00Z", True),
+    ("9999-12-31T23:59:59.999999999Z", True), ("2024-01-01T00:00:00+99:99", True),
+    ("2024-05-01", True), ("0001-01-01", True), ("9999-12-31", True),
+    ("0001-01-01T00:00:00+00:01", False),  # before year 1 in UTC: FromJsonString refuses
+    ("2023-02-29T00:00:00Z", False), ("2024-05-01T12:34:60Z", False),
+    ("2024-13-01T00:00:00Z", False), ("2024-05-01T24:00:00Z", False),
+    ("0000-01-01T00:00:00Z", False), ("2023-02-29", False), ("2024-05-01T12:34:56z", False),
+    ("2024-05-01T12:34:56.1234567891Z", False), ("20240501T123456Z", False),
+])
+def test_fast_timestamps_are_the_slow_ones(text, fast):
+    """Where the fast parser answers, it gives what the slow one (FromJsonString, else
+    fromisoformat) gives; the rest it leaves to it."""
+    stamp = _fast_timestamp(text)
+    assert (stamp is not None) is fast
+    if fast:
+        assert stamp == _parse_timestamp(text)
