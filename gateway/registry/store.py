@@ -22,7 +22,6 @@ from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.listoptions import EXACT, ListOptions, resource_version_error
 from gateway.apimachinery.objects import drop_nulls
 from gateway.apimachinery.user import UserInfo
-from gateway.registry import fieldmanager
 from gateway.registry.admission import Attributes, WebhookAdmitter
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import object_meta_causes, required
@@ -163,11 +162,8 @@ class RESTStore:
             causes = object_meta_causes(meta) + self.strategy.validate_update(new, old)
         if causes:
             raise self._invalid(name, causes)
-        if not options.apply:
-            fieldmanager.record_update(old, new, self.resource.schema_ref,
-                                       manager=options.manager,
-                                       api_version=self.resource.api_version,
-                                       subresource=options.subresource)
+        if not options.apply:  # an apply's fields were owned by the apply itself
+            self.version.own_fields(old, new, options.manager, options.subresource)
         return new
 
     # -- errors and checks ----------------------------------------------------------------

@@ -7,6 +7,8 @@ A resource is stored once, at its storage version, and may be served at several 
 - ``decode``: a request body's own checks before anything else looks at it: fields the version
   does not know (dropped, with a warning or a 400 under fieldValidation=Strict), wrong types
   (400), nulls;
+- ``own_fields``: the fields the write's manager set, recorded in managedFields along the
+  version's schema and under its apiVersion;
 - ``to_storage`` / ``from_storage``: conversion to and from the storage version. Objects read
   from storage may be shared (the watch cache hands the same dict to every reader): a layer
   that changes something copies first and never writes into what it was given. A layer whose
@@ -24,6 +26,7 @@ from typing import Any
 
 from gateway.apimachinery import status
 from gateway.apimachinery.objects import drop_nulls
+from gateway.registry import fieldmanager
 from gateway.registry.resource import ResourceDef
 from gateway.schema.walk import check
 
@@ -52,6 +55,14 @@ class VersionLayer:
 
     def from_storage(self, obj: Object) -> Object:
         return obj
+
+    def own_fields(self, old: Object | None, new: Object, manager: str,
+                   subresource: str) -> None:
+        """Record in ``new``'s managedFields what the write's manager set, along this
+        version's schema and under its apiVersion."""
+        resource = self.resource
+        fieldmanager.record_update(old, new, resource.schema_ref, manager=manager,
+                                   api_version=resource.api_version, subresource=subresource)
 
     async def to_storage_async(self, obj: Object) -> Object:
         return self.to_storage(obj)
