@@ -388,8 +388,12 @@ class Gateway:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the store (raises if it cannot be used) and begin the post-start hooks."""
+        """Open the store (raises if it cannot be used). The post-start hooks begin with
+        ``begin_post_start``, once the port is ours: a gateway that cannot listen stops
+        before any of their work started."""
         await self.storage.start()
+
+    def begin_post_start(self) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(self._post_start()))
 
     async def _post_start(self) -> None:

@@ -92,11 +92,11 @@ class LaneSite(web.TCPSite):
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
-        self.lane.start()
         self._server = await asyncio.get_running_loop().create_server(
             self.lane.protocol_factory(server), self._host, self._port,
             ssl=self._ssl_context, backlog=self._backlog, reuse_address=self._reuse_address,
             reuse_port=self._reuse_port)
+        self.lane.start()
 
 
 async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:
@@ -143,6 +143,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             f"--secure-port: cannot listen on {options.bind_address}:{options.secure_port}: "
             f"{err.strerror or err}"
         ) from None
+    gateway.begin_post_start()
     log.info("serving securely", address=options.bind_address, port=options.secure_port,
              storage=gateway.storage_description)
 
