@@ -107,6 +107,7 @@ async def served(tmp_path: Path, aiohttp_raw_server, aiohttp_client) -> AsyncIte
     context.load_cert_chain(options.cert_dir / "admin.crt", options.cert_dir / "admin.key")
     client = await aiohttp_client(await aiohttp_raw_server(gateway.handler, ssl=tls))
     await gateway.start()
+    gateway.begin_post_start()  # listening already
     try:
         await eventually_async(lambda: all(hook.healthy for hook in gateway.hooks.values()),
                                timeout=60, what="the post-start hooks")
