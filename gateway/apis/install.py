@@ -15,7 +15,7 @@ from gateway.apis.coordination.leases import LEASES
 from gateway.apis.core.configmaps import CONFIGMAPS
 from gateway.apis.core.endpoints import ENDPOINTS
 from gateway.apis.core.events import EVENTS
-from gateway.apis.core.namespaces import NAMESPACES, namespace_lifecycle
+from gateway.apis.core.namespaces import NAMESPACES, NamespaceVersion, namespace_lifecycle
 from gateway.apis.core.secrets import SECRETS
 from gateway.apis.core.serviceaccounts import SERVICEACCOUNTS
 from gateway.apis.core.services import SERVICES
@@ -74,7 +74,8 @@ class KubeCore:
 def build_kube_core(factory: StorageFactory, *, min_request_timeout: int = 1800,
                     stopping: asyncio.Event | None = None) -> KubeCore:
     """A store and endpoints for every built-in resource (served in BUILTINS order)."""
-    namespaces = RESTStore(NAMESPACES, factory.cacher(NAMESPACES.storage_prefix))
+    namespaces = RESTStore(NAMESPACES, factory.cacher(NAMESPACES.storage_prefix),
+                           NamespaceVersion(NAMESPACES))
     core = KubeCore(namespaces)
     for resource in BUILTINS:
         if resource is NAMESPACES:

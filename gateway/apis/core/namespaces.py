@@ -1,6 +1,8 @@
-"""core/v1 namespaces: DNS-1123 label names, phase Active on create, Terminating on delete, and
-the lifecycle check every namespaced create goes through (missing namespace 404, terminating
-namespace 403)."""
+"""core/v1 namespaces: DNS-1123 label names, phase Active on create, Terminating on delete, the
+``kubernetes.io/metadata.name`` label (always the name: set on every write and on every read of
+an object stored without it, so a namespaceSelector on it always matches), and the lifecycle
+check every namespaced create goes through (missing namespace 404, terminating namespace
+403)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
+from gateway.registry.versions import BuiltinVersion
 from gateway.storage.errors import StorageError
 
 #: Created at start, as kube-apiserver does.
@@ -19,6 +22,31 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: Never deletable.
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 FINALIZER = "kubernetes"
+#: kube's LabelMetadataName: every namespace carries its own name under it.
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _with_name_label(obj: Object) -> None:
+    meta = obj.setdefault("metadata", {})
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = meta["labels"] = {}
+    labels[NAME_LABEL] = meta.get("name", "")
+
+
+class NamespaceVersion(BuiltinVersion):
+    """Namespaces read from storage without the name label (written before it existed) get it,
+    on a copy, as kube's defaulting gives it on every decode."""
+
+    identity = False
+
+    def from_storage(self, obj: Object) -> Object:
+        meta = obj.get("metadata") or {}
+        if (meta.get("labels") or {}).get(NAME_LABEL) == meta.get("name"):
+            return obj
+        out = {**obj, "metadata": {**meta, "labels": dict(meta.get("labels") or {})}}
+        _with_name_label(out)
+        return out
 
 
 class NamespaceStrategy(Strategy):
@@ -27,6 +55,7 @@ class NamespaceStrategy(Strategy):
     selectable_fields = ("status.phase",)
 
     def prepare_for_create(self, obj: Object) -> None:
+        _with_name_label(obj)  # the name is known: a generated one was chosen already
         obj["status"] = {"phase": "Active"}
         spec = obj.setdefault("spec", {})
         finalizers = spec.get("finalizers") or []
@@ -34,6 +63,7 @@ class NamespaceStrategy(Strategy):
             spec["finalizers"] = [*finalizers, FINALIZER]
 
     def prepare_for_update(self, new: Object, old: Object) -> None:
+        _with_name_label(new)  # neither removed nor changed by an update
         # spec.finalizers change only through the finalize subresource
         new["spec"] = copy.deepcopy(old.get("spec", {}))
 
