@@ -30,98 +30,12 @@ def prune(obj: Any, schema: dict, *, root: bool = True, nulls: bool = True) -> l
     whole custom resource, whose apiVersion, kind and metadata stay (its metadata is ObjectMeta
     decoding's business).
 
-    The first two steps share one walk (``_one_pass``): both follow properties,
+    The first two steps share one walk (``PruneTree``): both follow properties,
     additionalProperties and items to the same sub-schemas, and each removes only what the
     other does not look at again (unknown keys; nulls, which have nothing below them). The
-    result is prune_unknown, then prune_non_nullable_nulls, then coerce_embedded_metadata."""
-    found: list[str] = []
-    if root:
-        # {**schema, EMBEDDED: True} for the first step; the nulls step sees the schema itself,
-        # whose own embedded mark and nullability play no part at the root.
-        top = schema if isinstance(schema, dict) else {}
-        _one_pass(obj, top, "", found, nulls, True)
-    else:
-        top = schema if isinstance(schema, dict) else None
-        _one_pass(obj, top, "", found, nulls, _embedded(top))
-    return sorted(found) + coerce_embedded_metadata(obj, schema, root=root)
-
-
-def _embedded(schema: dict | None) -> bool:
-    return schema is not None and schema.get(EMBEDDED) is True
-
-
-def _one_pass(value: Any, schema: dict | None, path: str, found: list[str], nulls: bool,
-              embedded: bool) -> None:
-    """_prune (``embedded``: the schema's mark, or the root's), and with ``nulls`` also
-    prune_non_nullable_nulls of what stays, below ``value``."""
-    if schema is not None and schema.get(PRESERVE) is True:
-        _one_pass_kept(value, schema, path, found, nulls, embedded)
-    elif isinstance(value, dict):
-        if schema is None:
-            _drop_all(value, path, found)
-            return
-        properties, additional = _children(schema)
-        doomed = []
-        for name, item in value.items():
-            if embedded and name in _META_FIELDS:
-                if nulls and _null_dropped(item, _field_schema(schema, name)):
-                    doomed.append(name)
-                continue
-            if name in properties:
-                sub = _schema(properties[name])
-            elif additional is not None:
-                sub = _schema(additional)
-            else:
-                if name not in _META_FIELDS or path:
-                    found.append(_join(path, name))
-                doomed.append(name)
-                continue
-            if item is None:
-                if nulls and _droppable_null(item, sub):
-                    doomed.append(name)
-            elif isinstance(item, dict | list):
-                _one_pass(item, sub, _join(path, name), found, nulls, _embedded(sub))
-        for name in doomed:
-            del value[name]
-    elif isinstance(value, list):
-        items = _schema(schema.get("items")) if schema is not None else None
-        embedded = _embedded(items)
-        for i, item in enumerate(value):
-            if isinstance(item, dict | list):
-                _one_pass(item, items, f"{path}[{i}]", found, nulls, embedded)
-
-
-def _one_pass_kept(value: Any, schema: dict, path: str, found: list[str], nulls: bool,
-                   embedded: bool) -> None:
-    """_keep, and prune_non_nullable_nulls of what it keeps."""
-    if isinstance(value, dict):
-        properties, additional = _children(schema)
-        doomed = []
-        for name, item in value.items():
-            if embedded and name in _META_FIELDS:
-                if nulls and _null_dropped(item, _field_schema(schema, name)):
-                    doomed.append(name)
-                continue
-            if name in properties:
-                sub = _schema(properties[name])
-            elif additional is not None:
-                sub = _schema(additional)
-            else:
-                continue  # kept as it is; no schema, so no null to drop below it
-            if item is None:
-                if nulls and _droppable_null(item, sub):
-                    doomed.append(name)
-            elif isinstance(item, dict | list):
-                _one_pass(item, sub, _join(path, name), found, nulls, _embedded(sub))
-        for name in doomed:
-            del value[name]
-    elif isinstance(value, list):
-        items = _schema(schema.get("items"))
-        if items is not None:
-            embedded = _embedded(items)
-            for i, item in enumerate(value):
-                if isinstance(item, dict | list):
-                    _one_pass_kept(item, items, f"{path}[{i}]", found, nulls, embedded)
+    result is prune_unknown, then prune_non_nullable_nulls, then coerce_embedded_metadata.
+    The tree is made anew each call (a schema changed in place is read as it is now)."""
+    return PruneTree(schema).prune(obj, root=root, nulls=nulls)
 
 
 def _null_dropped(value: Any, schema: dict | None) -> bool:
@@ -323,7 +237,8 @@ class PruneTree:
 
 def _tree_pass(value: Any, node: _Node | None, path: str, found: list[str], nulls: bool,
                embedded: bool) -> None:
-    """_one_pass over prepared nodes."""
+    """Unknown keys pruned (``embedded``: the node's mark, or the root's) and, with ``nulls``,
+    non-nullable nulls without a default dropped, below ``value``."""
     if node is not None and node.preserve:
         _tree_kept(value, node, path, found, nulls, embedded)
     elif isinstance(value, dict):
@@ -367,7 +282,7 @@ def _tree_pass(value: Any, node: _Node | None, path: str, found: list[str], null
 
 def _tree_kept(value: Any, node: _Node, path: str, found: list[str], nulls: bool,
                embedded: bool) -> None:
-    """_one_pass_kept over prepared nodes."""
+    """_tree_pass under x-kubernetes-preserve-unknown-fields: unknown keys stay."""
     if isinstance(value, dict):
         children = node.children
         doomed = None
