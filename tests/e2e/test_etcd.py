@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -51,6 +52,8 @@ def test_unreachable_etcd_at_start_then_ready_as_soon_as_it_answers(workdir):
                               "been installed, please try again")
         assert (status["details"], headers["Retry-After"]) == ({"retryAfterSeconds": 5}, "5")
 
+        # several attempts fail (backing off from 0.2 s) inside one 10-second log window
+        time.sleep(2)
         with EtcdServer(port=port):
             proc.wait_for("/readyz", timeout=60)
             expect_status(API(proc).get(unknown), 404, "NotFound")
