@@ -24,7 +24,11 @@ from gateway.apimachinery.objects import drop_nulls
 from gateway.apimachinery.user import UserInfo
 from gateway.registry.admission import Attributes, WebhookAdmitter
 from gateway.registry.resource import ResourceDef
-from gateway.registry.validation import object_meta_causes, required
+from gateway.registry.validation import (
+    object_meta_causes,
+    object_meta_update_causes,
+    required,
+)
 from gateway.registry.versions import BuiltinVersion, VersionLayer
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import (
@@ -159,7 +163,9 @@ class RESTStore:
             causes = (self.strategy.validate_name(name) + object_meta_causes(meta)
                       + self.strategy.validate(new))
         else:
-            causes = object_meta_causes(meta) + self.strategy.validate_update(new, old)
+            causes = (object_meta_causes(meta)
+                      + object_meta_update_causes(meta, old["metadata"])
+                      + self.strategy.validate_update(new, old))
         if causes:
             raise self._invalid(name, causes)
         if not options.apply:  # an apply's fields were owned by the apply itself
@@ -218,6 +224,15 @@ class RESTStore:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
+
+    def _check_patched_namespace(self, obj: Any, namespace: str) -> None:
+        """A patch that moves the object to another namespace: the patch handler's checkName
+        refuses it, in its own words."""
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        given = meta.get("namespace") if isinstance(meta, dict) else None
+        if self.resource.namespaced and isinstance(given, str) and given and given != namespace:
+            raise status.bad_request(f"the namespace of the object ({given}) does not match "
+                                     f"the namespace on the request ({namespace})")
 
     def check_fields(self, obj: dict[str, Any], options: WriteOptions, *,
                      defaults: bool = True) -> None:
@@ -386,8 +401,17 @@ class RESTStore:
         """Replace the object (PUT); returns it and whether it was created."""
         meta = self.check_body(obj, namespace, name, options)
         meta["name"] = name
+        precondition = meta.get("uid") or ""
 
         async def replace(current: Object | None) -> Object:
+            # a uid in the body is a precondition (rest.DefaultUpdatedObjectInfo), checked
+            # before anything else, a missing object having none
+            actual = (current or {}).get("metadata", {}).get("uid", "")
+            if precondition and precondition != actual:
+                raise status.conflict(self.resource.plural, name,
+                                      f"Precondition failed: UID in precondition: "
+                                      f"{precondition}, UID in object meta: {actual}",
+                                      self.resource.group)
             return copy.deepcopy(obj)
 
         return await self._write(namespace, name, replace, options,
@@ -400,6 +424,7 @@ class RESTStore:
 
         async def patched(current: Object | None) -> Object:
             new = mutate(copy.deepcopy(current) if current is not None else None)
+            self._check_patched_namespace(new, namespace)
             meta = self.check_body(new, namespace, name, options)
             meta["name"] = name
             return new
@@ -474,12 +499,7 @@ class RESTStore:
             new["status"] = copy.deepcopy(current.get("status"))
             if new["status"] is None:
                 del new["status"]
-        for key in ("uid", "creationTimestamp", "deletionTimestamp",
-                    "deletionGracePeriodSeconds", "generation", "resourceVersion"):
-            if key in cur_meta:
-                meta[key] = cur_meta[key]
-            else:
-                meta.pop(key, None)
+        _keep_system_metadata(meta, cur_meta)
         if not options.subresource:
             self.strategy.prepare_for_update(new, current)
         if self.strategy.has_generation and _spec_changed(new, current):
@@ -596,6 +616,24 @@ def _options_document(operation: str, options: WriteOptions,
     if options.apply and options.force:
         doc["force"] = True
     return doc
+
+
+def _keep_system_metadata(meta: dict[str, Any], current: dict[str, Any]) -> None:
+    """rest.BeforeUpdate: generation and resourceVersion are the server's; a missing uid, the
+    creation time, a deletion time and a grace period once set are kept. What else differs
+    (a uid, a new deletion time) is left for validation to refuse as immutable."""
+    for key in ("generation", "resourceVersion", "creationTimestamp"):
+        if key in current:
+            meta[key] = current[key]
+        else:
+            meta.pop(key, None)
+    if not meta.get("uid") and "uid" in current:
+        meta["uid"] = current["uid"]
+    if current.get("deletionTimestamp"):
+        meta["deletionTimestamp"] = current["deletionTimestamp"]
+    if meta.get("deletionGracePeriodSeconds") is None and \
+            current.get("deletionGracePeriodSeconds") is not None:
+        meta["deletionGracePeriodSeconds"] = current["deletionGracePeriodSeconds"]
 
 
 def _generated_name(base: str) -> str:

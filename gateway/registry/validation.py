@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.apimachinery.gowords import go_quote
@@ -200,6 +201,54 @@ def object_meta_causes(meta: dict) -> list[Cause]:
     for finalizer in meta.get("finalizers") or []:
         causes += [invalid("metadata.finalizers", str(finalizer), e)
                    for e in qualified_name_errors(str(finalizer))]
+    return causes
+
+
+class _Printed:
+    """A value field.Error prints through its String method (no quotes), e.g. a metav1.Time."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def go_time_string(rfc3339: Any) -> Any:
+    """A metav1.Time as Go's time.Time.String prints it once decoded (kube-apiserver runs in
+    UTC): ``2026-01-02 03:04:05 +0000 UTC``, fractional seconds without trailing zeros."""
+    if not isinstance(rfc3339, str):
+        return rfc3339
+    try:
+        moment = datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return rfc3339
+    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
+    return _Printed(moment.strftime("%Y-%m-%d %H:%M:%S") + fraction + " +0000 UTC")
+
+
+#: ObjectMeta fields no update may change (ValidateObjectMetaAccessorUpdate), with how
+#: field.Error shows each one's value.
+_IMMUTABLE_META = (("name", None), ("namespace", None), ("uid", None),
+                   ("creationTimestamp", go_time_string), ("deletionTimestamp", go_time_string),
+                   ("deletionGracePeriodSeconds", None))
+
+
+def object_meta_update_causes(meta: dict, old: dict) -> list[Cause]:
+    """What an update may not change in ObjectMeta (422 "field is immutable"), and no new
+    finalizer on an object being deleted."""
+    causes: list[Cause] = []
+    if old.get("deletionTimestamp"):
+        extra = sorted(set(meta.get("finalizers") or []) - set(old.get("finalizers") or []))
+        if extra:
+            causes.append(forbidden("metadata.finalizers", f"no new finalizers can be added if "
+                                    f"the object is being deleted, found new finalizers "
+                                    f"{go_value(extra)}"))
+    for key, shown in _IMMUTABLE_META:
+        value = meta.get(key) or None
+        if value != (old.get(key) or None):
+            causes.append(invalid(f"metadata.{key}", shown(value) if shown else value,
+                                  "field is immutable"))
     return causes
 
 
