@@ -118,12 +118,8 @@ def _line(event_type: str, obj: Any) -> bytes:
 
 
 def _error_status(error: Exception | None) -> Object:
-    from gateway.storage.errors import StorageError, TooOldResourceVersionError
+    from gateway.storage.errors import StorageError
 
-    if isinstance(error, TooOldResourceVersionError):
-        return status.gone(
-            f"too old resource version: {error.requested} ({error.current})"
-        ).to_status()
     if isinstance(error, StorageError):
         return from_storage_error(error).to_status()
     if isinstance(error, _ConversionFailed):

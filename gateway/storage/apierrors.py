@@ -28,7 +28,8 @@ def from_storage_error(err: errors.StorageError, resource: str = "", name: str =
     if isinstance(err, errors.ConflictError):
         return conflict(resource, name, str(err), group)
     if isinstance(err, errors.TooOldResourceVersionError):
-        return gone(f"too old resource version: {err.requested} ({err.current})")
+        # the oldest resourceVersion still served, as kube's watch cache names it
+        return gone(f"too old resource version: {err.requested} ({err.compacted})")
     if isinstance(err, errors.InvalidContinueError):
         return bad_request(f"invalid continue token: {err.explained}")
     if isinstance(err, errors.FutureRevisionError):

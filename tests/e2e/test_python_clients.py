@@ -427,6 +427,15 @@ def test_watch_from_a_compacted_resource_version_raises_410(tmp_path):
         status = event["object"]
         assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
         assert status["message"].startswith(f"too old resource version: {too_old} ("), status
+        # the number in brackets is the oldest resourceVersion the cache can still resume
+        # from: a watch from it is accepted, one below it is not
+        oldest = int(status["message"].rsplit("(", 1)[1].rstrip(")"))
+        assert int(too_old) < oldest
+        for start, accepted in ((oldest, True), (oldest - 1, False)):
+            raw = core.list_namespaced_config_map(ns, watch=True, resource_version=str(start),
+                                                  timeout_seconds=1, _preload_content=False)
+            types = [json.loads(line)["type"] for line in raw.read().split(b"\n") if line]
+            assert ("ERROR" not in types) is accepted, (start, types)
 
         # the client turns it into ApiException(410), with or without its one retry
         with pytest.raises(ApiException) as err:
