@@ -306,8 +306,10 @@ def _public_pem(key: PrivateKey) -> bytes:
 
 
 def ensure_dev_pki(cert_dir: Path, *, sans: Sequence[str] = (),
-                   server_url: str = "https://127.0.0.1:6443") -> DevPKI:
-    """Create whatever is missing of the development PKI in ``cert_dir``; keep the rest."""
+                   server_url: str | None = "https://127.0.0.1:6443") -> DevPKI:
+    """Create whatever is missing of the development PKI in ``cert_dir``; keep the rest. The
+    admin kubeconfig is written for ``server_url`` unless it is None (``gateway serve``
+    writes it once it listens: see write_admin_kubeconfig)."""
     paths = DevPKI.at(Path(cert_dir))
     try:
         paths.cert_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -324,9 +326,24 @@ def ensure_dev_pki(cert_dir: Path, *, sans: Sequence[str] = (),
     maker.key_pair(paths.sa_private_key, paths.sa_public_key)
     maker.leaf(paths.admin_cert, paths.admin_key, ca, _name("admin", ["system:masters"]),
                ExtendedKeyUsageOID.CLIENT_AUTH)
-    write_kubeconfig(paths.kubeconfig, server=server_url, ca_pem=_read(paths.ca_cert),
-                     cert_pem=_read(paths.admin_cert), key_pem=_read(paths.admin_key))
+    if server_url is not None:
+        write_admin_kubeconfig(paths, server_url)
     return paths
+
+
+def write_admin_kubeconfig(paths: DevPKI, server_url: str) -> bool:
+    """The admin kubeconfig for ``server_url``; False when an identical one is there."""
+    return write_kubeconfig(paths.kubeconfig, server=server_url, ca_pem=_read(paths.ca_cert),
+                            cert_pem=_read(paths.admin_cert), key_pem=_read(paths.admin_key))
+
+
+def kubeconfig_server(path: Path) -> str | None:
+    """The server URL of the kubeconfig at ``path`` (None when there is none or unreadable)."""
+    try:
+        document = yaml.safe_load(Path(path).read_bytes())
+        return document["clusters"][0]["cluster"]["server"]
+    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError):
+        return None
 
 
 def mint_serving_cert(cert_dir: Path, *, name: str, namespace: str,

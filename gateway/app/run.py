@@ -11,6 +11,8 @@ import asyncio
 import dataclasses
 import ipaddress
 import signal
+import socket
+import urllib.parse
 from pathlib import Path
 
 import structlog
@@ -43,6 +45,36 @@ def server_url(options: ServeOptions) -> str:
     return f"https://{host}:{options.secure_port}"
 
 
+def _answers(url: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ``url``'s host and port."""
+    parsed = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port or 443), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def publish_admin_kubeconfig(options: ServeOptions) -> None:
+    """Point the development PKI's admin kubeconfig at this gateway, once it listens, unless
+    it points at another gateway that is running (a second gateway sharing --cert-dir)."""
+    if not options.dev_pki:
+        return
+    paths, url = pki.DevPKI.at(options.cert_dir), server_url(options)
+    current = pki.kubeconfig_server(paths.kubeconfig)
+    if current not in (None, url) and _answers(current):
+        log.warning("admin.kubeconfig points at another running gateway; left as it is",
+                    kubeconfig=str(paths.kubeconfig), server=current)
+        return
+    try:
+        pki.write_admin_kubeconfig(paths, url)
+    except (OSError, pki.PKIError) as err:
+        log.warning("cannot write admin.kubeconfig", kubeconfig=str(paths.kubeconfig),
+                    error=str(err))
+        return
+    log.info("admin kubeconfig ready", kubeconfig=str(paths.kubeconfig), server=url)
+
+
 def complete_with_dev_pki(options: ServeOptions) -> ServeOptions:
     """With no serving certificate given, make (or reuse) the development PKI and default
     every certificate flag to it: serving pair, client CA, front proxy, service accounts."""
@@ -53,13 +85,14 @@ def complete_with_dev_pki(options: ServeOptions) -> ServeOptions:
     if not (address.is_unspecified or address.is_loopback):
         sans.append(str(address))
     try:
-        dev = pki.ensure_dev_pki(options.cert_dir, sans=sans, server_url=server_url(options))
+        # the kubeconfig waits for the listener: a gateway that fails to start changes it not
+        dev = pki.ensure_dev_pki(options.cert_dir, sans=sans, server_url=None)
     except pki.PKIError as err:
         raise StartupError(str(err)) from None
-    log.info("development PKI ready", cert_dir=str(options.cert_dir),
-             kubeconfig=str(dev.kubeconfig))
+    log.info("development PKI ready", cert_dir=str(options.cert_dir))
     return dataclasses.replace(
         options,
+        dev_pki=True,
         tls_cert_file=dev.serving_cert,
         tls_private_key_file=dev.serving_key,
         client_ca_file=options.client_ca_file or dev.ca_cert,
@@ -144,6 +177,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             f"{err.strerror or err}"
         ) from None
     gateway.begin_post_start()
+    await asyncio.to_thread(publish_admin_kubeconfig, options)
     log.info("serving securely", address=options.bind_address, port=options.secure_port,
              storage=gateway.storage_description)
 

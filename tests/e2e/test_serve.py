@@ -222,3 +222,33 @@ def test_console_logs_for_people(workdir):
     text = proc.log_path.read_text(errors="replace")  # whole: start-up lines come first
     assert "serving securely" in text
     assert not any(line.startswith("{") for line in text.splitlines())
+
+
+def kubeconfig_state(proc: GatewayProcess) -> tuple[bytes, float]:
+    return proc.kubeconfig.read_bytes(), proc.kubeconfig.stat().st_mtime_ns
+
+
+def test_a_gateway_that_fails_to_start_leaves_the_kubeconfig_alone(workdir):
+    """A second gateway on a locked data dir exits 1 and the admin kubeconfig still points at
+    the first; a second one that runs (its own data dir, the same certificates) does not take
+    the kubeconfig from a running gateway either; once the first has stopped, it does."""
+    first = GatewayProcess(workdir).start()
+    try:
+        before = kubeconfig_state(first)
+        assert f"server: {first.url}\n" in before[0].decode()
+        locked = GatewayProcess(workdir)
+        locked.start(wait=None)
+        assert locked.proc.wait(60) == 1
+        assert "is in use by another gateway process" in locked.log()
+        assert kubeconfig_state(first) == before
+        assert first.kubectl("get", "namespace", "default").returncode == 0
+
+        other = GatewayProcess(workdir, "--data-dir", str(workdir / "other-data"))
+        with other:
+            assert "another running gateway" in other.log_path.read_text()
+            assert kubeconfig_state(first) == before
+    finally:
+        first.stop()
+    with other:
+        assert f"server: {other.url}\n" in other.kubeconfig.read_text()
+        assert other.kubectl("get", "namespace", "default").returncode == 0
