@@ -4,6 +4,7 @@ HTTPS as kube-apiserver's webhook admission is."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -456,3 +457,29 @@ def test_webhook_configurations_are_never_sent_to_webhooks(api, hooks, hooked_ns
     sent = {r["request"]["resource"]["resource"] for r in hooks.received("/deny")}
     assert "configmaps" in sent
     assert not sent & {"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, sent
+
+
+def test_a_webhook_scoped_by_the_namespace_name_label_is_called(api, hooks, gateway):
+    """The common idiom: a failurePolicy Fail webhook scoped to one namespace by
+    kubernetes.io/metadata.name (which the gateway sets on every namespace) is called there,
+    and only there, when kubectl writes."""
+    team = f"team-{uuid.uuid4().hex[:6]}"
+    gateway.kubectl("create", "namespace", team)
+    other = api.namespace()
+    hook = webhook(hooks, "/deny", "team.webhooks.test", failurePolicy="Fail",
+                   namespaceSelector={"matchExpressions": [{
+                       "key": "kubernetes.io/metadata.name", "operator": "In",
+                       "values": [team]}]})
+    config = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingWebhookConfiguration",
+              "metadata": {"name": f"team-{team}"}, "webhooks": [hook]}
+    gateway.kubectl("apply", "-f", "-", input=json.dumps(config))
+    try:
+        hooks.clear()
+        refused = gateway.kubectl("create", "configmap", "c", "-n", team, check=False)
+        assert refused.returncode == 1
+        assert denied("team.webhooks.test") in refused.stderr, refused.stderr
+        assert gateway.kubectl("create", "configmap", "c", "-n", other).returncode == 0
+        assert [r["request"]["namespace"] for r in hooks.received("/deny")] == [team]
+    finally:
+        gateway.kubectl("delete", "validatingwebhookconfiguration", f"team-{team}")
