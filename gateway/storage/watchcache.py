@@ -245,7 +245,10 @@ class Cacher:
         return self._ready.is_set()
 
     async def wait_ready(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self._ready.wait(), timeout)
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+        # that arrives as the wait ends, and a stopping gateway would wait on that task forever
+        async with asyncio.timeout(timeout):
+            await self._ready.wait()
 
     # -- filling the cache ----------------------------------------------------------------
 
@@ -385,7 +388,8 @@ class Cacher:
         if self._source is not None:
             await self._source.request_progress()
         try:
-            await asyncio.wait_for(future, self.fresh_timeout)
+            async with asyncio.timeout(self.fresh_timeout):
+                await future
         except TimeoutError:
             raise FutureRevisionError(revision, self.revision) from None
         finally:
