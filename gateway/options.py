@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+from gateway.apimachinery.netutil import IPRange, service_network
+
 AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC")
 LOG_FORMATS = ("json", "console")
 
@@ -76,6 +78,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     add("--tls-private-key-file", help="key of --tls-cert-file")
     add("--tls-san", action="append", help="extra SAN for the generated serving certificate")
     add("--cert-dir", default="certs", help="where the development PKI lives (default certs)")
+    add("--advertise-address", help="IP published in the kubernetes Service's endpoints "
+        "(default: the host's default-route address, as kube-apiserver chooses it)")
+    add("--service-cluster-ip-range", default="", help="CIDR, or an IPv4,IPv6 pair, Service "
+        "cluster IPs are allocated from (default 10.0.0.0/24)")
     # storage
     add("--data-dir", default=".gateway", help="embedded store directory (default .gateway)")
     add("--etcd-servers", action="append", help="etcd URLs; selects the etcd store")
@@ -113,6 +119,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     add("--shutdown-delay-duration", type=parse_duration, default=0.0,
         help="keep serving this long after SIGTERM while /readyz fails")
     add("--event-ttl", type=parse_duration, default=3600.0, help="events expire after (1h0m0s)")
+    add("--root-ca-file", help="CA bundle published as kube-root-ca.crt (default: the dev CA)")
     # audit
     add("--audit-log-path", help="audit log file, - for stdout")
     add("--audit-policy-file", help="audit policy")
@@ -134,7 +141,12 @@ class ServeOptions:
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
     tls_sans: list[str] = field(default_factory=list)
+    #: The serving certificates are the development PKI's (none were given).
+    dev_pki: bool = False
     cert_dir: Path = Path("certs")
+    advertise_address: str = ""  # resolved by validate() when left out
+    service_cluster_ip_range: str = ""
+    service_ip_ranges: list[IPRange] = field(default_factory=list)  # set by validate()
     data_dir: Path = Path(".gateway")
     etcd_servers: list[str] = field(default_factory=list)
     etcd_prefix: str = "/registry"
@@ -167,6 +179,7 @@ class ServeOptions:
     min_request_timeout: int = 1800
     shutdown_delay_duration: float = 0.0
     event_ttl: float = 3600.0
+    root_ca_file: Path | None = None
     audit_log_path: str | None = None
     audit_policy_file: Path | None = None
     audit_log_maxsize: int = 0
@@ -194,6 +207,8 @@ class ServeOptions:
             tls_private_key_file=_path(args.tls_private_key_file),
             tls_sans=_list(args.tls_san),
             cert_dir=Path(args.cert_dir),
+            advertise_address=args.advertise_address or "",
+            service_cluster_ip_range=args.service_cluster_ip_range or "",
             data_dir=Path(args.data_dir),
             etcd_servers=_list(args.etcd_servers),
             etcd_prefix=args.etcd_prefix,
@@ -227,6 +242,7 @@ class ServeOptions:
             min_request_timeout=args.min_request_timeout,
             shutdown_delay_duration=args.shutdown_delay_duration,
             event_ttl=args.event_ttl,
+            root_ca_file=_path(args.root_ca_file),
             audit_log_path=args.audit_log_path,
             audit_policy_file=_path(args.audit_policy_file),
             audit_log_maxsize=args.audit_log_maxsize,
@@ -242,6 +258,11 @@ class ServeOptions:
     def validate(self) -> None:
         _check_port("--secure-port", self.secure_port)
         _check_ip("--bind-address", self.bind_address)
+        try:
+            self.service_ip_ranges, self.advertise_address = service_network(
+                self.service_cluster_ip_range, self.advertise_address, self.bind_address)
+        except ValueError as err:
+            raise OptionsError(str(err)) from None
         for name in ("--max-requests-inflight", "--max-mutating-requests-inflight",
                      "--min-request-timeout", "--audit-log-maxsize", "--audit-log-maxbackup",
                      "--audit-log-maxage"):
@@ -308,6 +329,7 @@ class ServeOptions:
             "--proxy-client-cert-file": self.proxy_client_cert_file,
             "--proxy-client-key-file": self.proxy_client_key_file,
             "--audit-policy-file": self.audit_policy_file,
+            "--root-ca-file": self.root_ca_file,
         }
         for flag, path in files.items():
             if path is not None:

@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import jsonpatch
+import orjson
 import structlog
 
 from gateway.admission.conditions import ConditionError, conditions_hold
@@ -35,16 +35,21 @@ from gateway.admission.matching import (
     rules_match,
 )
 from gateway.apimachinery import status
+from gateway.apimachinery.gowords import TYPE_META_STRUCT, go_quote, json_kind, json_syntax_error
 from gateway.registry.admission import Attributes
 from gateway.registry.store import RESTStore
 from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.transport.clients import ClientManager
-from gateway.transport.resolver import ResolveError, ServiceResolver
+from gateway.transport.resolver import ServiceResolver
+from gateway.transport.webhook import CallFailed, http_error, post, target
 
 log = structlog.get_logger(__name__)
 
 Object = dict[str, Any]
 REVIEW_VERSIONS = ("v1", "v1beta1")
+#: kube's admission webhook client's request headers (rest client defaults).
+_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, */*",
+            "User-Agent": "kube-apiserver-admission"}
 
 
 class CallError(Exception):
@@ -184,45 +189,24 @@ class WebhookAdmission:
         return review_response(reply, uid, version, mutating=mutating)
 
     async def _post(self, webhook: Object, body: Object) -> Any:
+        """POST the review as kube's webhook client does; CallError in kube's words (Go's
+        for the call itself, client-go's for the answer)."""
         config = webhook.get("clientConfig") or {}
-        url, server_name = await self._url(config)
         timeout = int(webhook.get("timeoutSeconds") or 10)
-        url += ("&" if "?" in url else "?") + f"timeout={timeout}s"
         try:
             context = self._context(config.get("caBundle") or "")
-            async with asyncio.timeout(timeout):
-                async with self.clients.session().post(
-                    url, data=json.dumps(body).encode(), ssl=context,
-                    server_hostname=server_name,
-                    headers={"Content-Type": "application/json", "Accept": "application/json"},
-                ) as response:
-                    data = await response.read()
-                    code = response.status
-        except TimeoutError:
-            raise CallError(f'failed to call webhook: Post "{url}": context deadline '
-                            "exceeded") from None
-        except (aiohttp.ClientError, OSError, ssl.SSLError, ValueError) as err:
-            raise CallError(f'failed to call webhook: Post "{url}": {err}') from None
-        if code != 200:
-            raise CallError(f"failed to call webhook: the server responded with status {code}")
+        except (ValueError, ssl.SSLError):  # client-go refuses the bundle
+            raise CallError("could not get REST client: unable to load root certificates: "
+                            "unable to parse bytes as PEM block") from None
         try:
-            return json.loads(data)
-        except ValueError as err:
-            raise CallError(f"received invalid webhook response: {err}") from None
-
-    async def _url(self, config: Object) -> tuple[str, str | None]:
-        """The URL to post to, and the TLS server name when it is not the URL's host."""
-        if config.get("url"):
-            return config["url"], None
-        service = config.get("service") or {}
-        try:
-            address = await self.resolver.resolve(service.get("namespace", ""),
-                                                  service.get("name", ""),
-                                                  int(service.get("port") or 443))
-        except ResolveError as err:
+            where = await target(config, self.resolver, timeout)
+            code, content_type, data = await post(self.clients, where, json.dumps(body).encode(),
+                                                  context, timeout, _HEADERS)
+        except CallFailed as err:
             raise CallError(f"failed to call webhook: {err}") from None
-        host = f"[{address.host}]" if ":" in address.host else address.host
-        return f"https://{host}:{address.port}{service.get('path') or ''}", address.server_name
+        if not 200 <= code <= 206:
+            raise CallError(f"failed to call webhook: {http_error(code, content_type, data)}")
+        return _decoded(code, content_type, data)
 
     def _context(self, ca_bundle: str) -> ssl.SSLContext:
         """TLS trusting ``caBundle`` (base64 PEM), or the system's roots without one; no
@@ -236,6 +220,34 @@ class WebhookAdmission:
 
 
 # -- AdmissionReview ------------------------------------------------------------------------------
+
+
+def _decoded(code: int, content_type: str, data: bytes) -> Any:
+    """The answer's JSON, as client-go's decoder reads it (its errors when it cannot)."""
+    if not data:
+        raise CallError(f"failed to call webhook: 0-length response with status code: {code} "
+                        f"and content type: {content_type or 'application/json'}")
+    try:
+        review = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        syntax = json_syntax_error(data)
+        if syntax:
+            raise CallError("failed to call webhook: couldn't get version/kind; json parse "
+                            f"error: {syntax}") from None
+        review = json.loads(data.decode("utf-8", "replace"))
+    if review is not None and not isinstance(review, dict):
+        raise CallError("failed to call webhook: couldn't get version/kind; json parse error: "
+                        f"json: cannot unmarshal {json_kind(review)} into Go value of type "
+                        f"{TYPE_META_STRUCT}")
+    return review or {}
+
+
+def _group_version_kind(review: Object) -> str:
+    """schema.GroupVersionKind's String() of what the answer says it is."""
+    api_version = review.get("apiVersion") if isinstance(review.get("apiVersion"), str) else ""
+    group, _, version = api_version.rpartition("/")
+    kind = review.get("kind") if isinstance(review.get("kind"), str) else ""
+    return f"{group}/{version}, Kind={kind}"
 
 
 def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
@@ -277,36 +289,76 @@ def review_request(uid: str, attrs: Attributes, version: str) -> Object:
 def review_response(review: Any, uid: str, version: str, *, mutating: bool) -> Object:
     """The response of a webhook's AdmissionReview, checked as kube checks it."""
     if not isinstance(review, dict):
-        raise CallError("received invalid webhook response: not an AdmissionReview")
-    api_version, kind = review.get("apiVersion"), review.get("kind")
-    if api_version != f"admission.k8s.io/{version}" or kind != "AdmissionReview":
+        review = {}
+    if review.get("apiVersion") != f"admission.k8s.io/{version}" or \
+            review.get("kind") != "AdmissionReview":
         raise CallError(f"received invalid webhook response: expected webhook response of "
                         f"admission.k8s.io/{version}, Kind=AdmissionReview, got "
-                        f"{api_version}, Kind={kind}")
+                        f"{_group_version_kind(review)}")
     response = review.get("response")
     if not isinstance(response, dict):
         raise CallError("received invalid webhook response: webhook response was absent")
     if response.get("uid") != uid:
-        raise CallError(f'received invalid webhook response: expected response.uid="{uid}", '
-                        f'got "{response.get("uid", "")}"')
+        got = response.get("uid") if isinstance(response.get("uid"), str) else ""
+        raise CallError(f"received invalid webhook response: expected response.uid="
+                        f"{go_quote(uid)}, got {go_quote(got)}")
     if response.get("patch"):
         if not mutating:
             raise CallError("received invalid webhook response: validating webhooks may not "
                             "return patches")
         if response.get("patchType") != "JSONPatch":
+            patch_type = response.get("patchType")
             raise CallError("received invalid webhook response: webhook returned invalid "
-                            f'response.patchType of "{response.get("patchType", "")}"')
+                            f"response.patchType of "
+                            f"{go_quote(patch_type if isinstance(patch_type, str) else '')}")
     return response
 
 
 def _patched(name: str, obj: Object | None, patch: str) -> Object:
+    """The object with a mutating webhook's JSON patch applied; a patch that does not apply
+    is kube's InternalError with evanphx/json-patch's words for the operation that failed."""
     try:
-        operations = json.loads(base64.b64decode(patch))
-        return jsonpatch.JsonPatch(operations).apply(obj or {})  # a patched copy
-    except (ValueError, TypeError, KeyError, IndexError, jsonpatch.JsonPatchException,
-            jsonpatch.JsonPointerException) as err:
-        raise status.internal_error(f'admission webhook "{name}" returned a patch that '
-                                    f"cannot be applied: {err}") from None
+        data = base64.b64decode(patch)
+    except (binascii.Error, ValueError):
+        data = b""
+    try:
+        operations = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise status.internal_error(json_syntax_error(data) or "unexpected end of JSON input") \
+            from None
+    if not isinstance(operations, list):
+        raise status.internal_error(f"json: cannot unmarshal {json_kind(operations)} into Go "
+                                    "value of type jsonpatch.Patch")
+    for operation in operations:
+        if not isinstance(operation, dict):
+            raise status.internal_error(f"json: cannot unmarshal {json_kind(operation)} into "
+                                        "Go value of type jsonpatch.Operation")
+    doc: Any = obj or {}
+    for operation in operations:
+        try:
+            doc = jsonpatch.JsonPatch([operation]).apply(doc)  # a patched copy
+        except (ValueError, TypeError, KeyError, IndexError, jsonpatch.JsonPatchException,
+                jsonpatch.JsonPointerException):
+            raise status.internal_error(_operation_failed(operation)) from None
+    return doc
+
+
+def _operation_failed(operation: Object) -> str:
+    """evanphx/json-patch's error for an operation that does not apply."""
+    kind = operation.get("op") if isinstance(operation.get("op"), str) else "unknown"
+    path = operation.get("path") if isinstance(operation.get("path"), str) else ""
+    source = operation.get("from") if isinstance(operation.get("from"), str) else ""
+    if kind == "test":
+        return f"testing value {path} failed: test failed"
+    if kind in ("add", "remove"):
+        return f"{kind} operation does not apply: doc is missing path: {go_quote(path)}: " \
+               "missing value"
+    if kind == "replace":
+        return f"replace operation does not apply: doc is missing key: {path}: missing value"
+    if kind in ("move", "copy"):
+        return f"{kind} operation does not apply: doc is missing from path: {source}: " \
+               "missing value"
+    return f"Unexpected kind: {kind}"
 
 
 def denied(name: str, result: Any) -> status.StatusError:

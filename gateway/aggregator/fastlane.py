@@ -61,6 +61,7 @@ from gateway.apimachinery.user import UserInfo
 from gateway.auth.authn import authenticate
 from gateway.auth.authorizer import Attributes, Decision, forbidden
 from gateway.auth.security import Security
+from gateway.endpoints.negotiation import status_response
 from gateway.server.filters.authentication import authentication_failed, credential_header_test
 from gateway.server.filters.draining import InFlightRequests
 from gateway.server.filters.limits import InFlightLimits, timed_out, timeout_from_query
@@ -210,9 +211,8 @@ class FastLane:
             if writer.started:
                 conn.abort()
             else:
-                code = await writer.answer(status.internal_error(
-                    "an error on the server has prevented the request from succeeding"
-                ).response())
+                code = await writer.answer(status_response(request.headers, status.internal_error(
+                    "an error on the server has prevented the request from succeeding")))
         finally:
             self.in_flight.leave()
             gauge.dec()
@@ -246,13 +246,14 @@ class FastLane:
         except status.StatusError as err:
             if writer.started:
                 raise
-            return await writer.answer(err.response())
+            return await writer.answer(status_response(request.headers, err))
 
     async def _authorized(self, request: LaneRequest, writer: _Writer) -> int:
         security = self.security
         result = await authenticate(request, security.authenticators, security.anonymous)
         if result is None:
-            return await writer.answer(authentication_failed(request.get("gateway.authn_errors")))
+            return await writer.answer(authentication_failed(request.get("gateway.authn_errors"),
+                                                             request.headers))
         user = result.user
         taken = self.limits.enter(request.info, user)
         try:

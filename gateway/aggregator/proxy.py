@@ -58,7 +58,7 @@ from gateway.aggregator.routes import Route
 from gateway.apimachinery.context import REQUEST_INFO, USER, prepare_response
 from gateway.apimachinery.user import UserInfo
 from gateway.server.filters.requestid import REQUEST_ID
-from gateway.transport import clients, relay
+from gateway.transport import clients, goerrors, relay
 from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ResolveError, ServiceAddress, ServiceResolver
 
@@ -571,44 +571,8 @@ def forwarded_headers(headers: Any, user: UserInfo, address: ServiceAddress,
 
 
 def describe_error(err: BaseException, address: ServiceAddress) -> str:
-    """A failed connection in Go's words where they are known (dial, lookup, TLS, deadline)."""
-    hostport = _hostport(address)
-    if isinstance(err, aiohttp.ClientConnectorCertificateError):
-        cert_error = err.certificate_error
-        if isinstance(cert_error, ssl.SSLCertVerificationError):
-            return _verify_message(cert_error, address)
-        return f"tls: {cert_error}"
-    if isinstance(err, aiohttp.ClientConnectorDNSError) or (
-            isinstance(err, OSError) and getattr(err, "errno", None) in (-2, -3, -5)):
-        return f"dial tcp: lookup {address.host}: no such host"
-    cause = getattr(err, "os_error", None) or err
-    if isinstance(cause, ssl.SSLCertVerificationError):
-        return _verify_message(cause, address)
-    if isinstance(cause, ConnectionRefusedError):
-        return f"dial tcp {hostport}: connect: connection refused"
-    if isinstance(cause, TimeoutError | aiohttp.ServerTimeoutError):
-        return "context deadline exceeded"
-    if isinstance(cause, ssl.SSLError):
-        return f"remote error: tls: {cause.reason or cause}".lower()
-    if isinstance(err, aiohttp.ServerDisconnectedError):
-        return "EOF"
-    if isinstance(cause, OSError) and cause.strerror:
-        return f"dial tcp {hostport}: connect: {cause.strerror.lower()}"
-    return str(err) or type(err).__name__
-
-
-def _verify_message(err: ssl.SSLCertVerificationError, address: ServiceAddress) -> str:
-    message = err.verify_message or str(err)
-    if "Hostname mismatch" in message or "IP address mismatch" in message:
-        return (f"tls: failed to verify certificate: x509: certificate is not valid for "
-                f"{address.server_name}")
-    if any(words in message for words in ("unable to get local issuer", "self-signed",
-                                          "self signed", "signature failure")):
-        return "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-    if "expired" in message:
-        return ("tls: failed to verify certificate: x509: certificate has expired or is not "
-                "yet valid")
-    return f"tls: failed to verify certificate: x509: {message}"
+    """A failed connection to ``address`` in Go's words (dial, lookup, TLS, deadline)."""
+    return goerrors.describe_error(err, address.host, address.port, address.server_name)
 
 
 def _status_code(head: bytes) -> int:

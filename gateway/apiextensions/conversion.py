@@ -12,28 +12,25 @@ them; ``as_status`` says what the client then gets.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import copy
 import json
-import posixpath
 import re
 import ssl
 import uuid
 from typing import Any
-from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
-from yarl import URL
 
 from gateway.apiextensions.webhookconfig import REVIEW_VERSIONS, ca_bundle_error
 from gateway.apimachinery import status
-from gateway.apimachinery.gowords import go_quote, json_kind, json_syntax_error
+from gateway.apimachinery.gowords import TYPE_META_STRUCT, go_quote, json_kind, json_syntax_error
 from gateway.apimachinery.labels import label_value_errors, qualified_name_errors
 from gateway.transport.clients import ClientManager
-from gateway.transport.resolver import ResolveError, ServiceResolver
+from gateway.transport.resolver import ServiceResolver
+from gateway.transport.webhook import CallFailed, http_error, post, target
+from gateway.transport.webhook import go_duration as go_duration  # the tests read it here
 
 Object = dict[str, Any]
 
@@ -41,25 +38,8 @@ GROUP = "apiextensions.k8s.io"
 #: kube's webhook rest.Config timeout (util/webhook authentication.go setGlobalDefaults).
 TIMEOUT = 30.0
 USER_AGENT = "kube-apiserver-admission"
-#: client-go keeps this much of an unexpected response's body for its error.
-_MAX_ERROR_BODY = 2048
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
-_FIND_KIND = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
-              'Kind string "json:\\"kind,omitempty\\"" }')
 _SCHEME = "k8s.io/apiserver/pkg/util/webhook/client.go:71"
-#: errors.NewGenericServerResponse's words for the codes it knows.
-_GENERIC = {
-    400: "the server rejected our request for an unknown reason",
-    401: "the server has asked for the client to provide credentials",
-    404: "the server could not find the requested resource",
-    405: "the server does not allow this method on the requested resource",
-    406: "the server was unable to respond with a content type that the client supports",
-    409: "the server reported a conflict",
-    422: "the server rejected our request due to an error in our request",
-    429: "the server has received too many requests and has asked us to try again later",
-    503: "the server is currently unable to handle the request",
-    504: "the server was unable to return a response in the time allotted, but may still be "
-         "processing the request"}
 _PKG = {"v1": "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1",
         "v1beta1": "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"}
 
@@ -169,49 +149,14 @@ class WebhookConverter(Converter):
         return _converted_objects(code, content_type, data, version or "v1", uid)
 
     async def _post(self, body: bytes) -> tuple[int, str, bytes]:
-        shown, dial, server_name, host = await self._target()
         headers = {"Content-Type": "application/json", "Accept": "application/json, */*",
                    "User-Agent": USER_AGENT}
-        if host:
-            headers["Host"] = host
-        url = URL(dial)
         try:
-            async with asyncio.timeout(self.timeout):
-                async with self.clients.session().post(
-                        url, data=body, headers=headers,
-                        ssl=self.clients.context(self.ca_bundle),
-                        server_hostname=server_name) as response:
-                    return (response.status, response.headers.get("Content-Type", ""),
-                            await response.read())
-        except TimeoutError:
-            raise _Failed(f"Post {go_quote(shown)}: context deadline exceeded") from None
-        except (aiohttp.ClientError, OSError, ValueError) as err:
-            why = describe_error(err, url.host or "", url.port or 443,
-                                 server_name or url.host or "")
-            raise _Failed(f"Post {go_quote(shown)}: {why}") from None
-
-    async def _target(self) -> tuple[str, str, str | None, str | None]:
-        """The URL as kube shows it, the one dialled, the TLS server name and Host header
-        (the last two only for a Service, whose name kube puts in the URL and dials an
-        address for)."""
-        query = f"?timeout={go_duration(self.timeout)}"
-        if self.config.get("url"):
-            parts = urlsplit(self.config["url"])
-            base = f"{parts.scheme}://{parts.netloc}{_clean(parts.path)}{query}"
-            return base, base, None, None
-        service = self.config.get("service") or {}
-        name, namespace = service.get("name", ""), service.get("namespace", "")
-        port = int(service.get("port") or 443)
-        server_name = f"{name}.{namespace}.svc"
-        path = _clean(service.get("path") or "")
-        shown = f"https://{server_name}:{port}{path}{query}"
-        try:
-            address = await self.resolver.resolve(namespace, name, port)
-        except ResolveError as err:
-            raise _Failed(f"Post {go_quote(shown)}: {err}") from None
-        host = f"[{address.host}]" if ":" in address.host else address.host
-        return (shown, f"https://{host}:{address.port}{path}{query}",
-                address.server_name, f"{server_name}:{port}")
+            where = await target(self.config, self.resolver, self.timeout)
+            return await post(self.clients, where, body, self.clients.context(self.ca_bundle),
+                              self.timeout, headers)
+        except CallFailed as err:
+            raise _Failed(str(err)) from None
 
 
 # -- the answer ---------------------------------------------------------------------------------
@@ -221,7 +166,7 @@ def _converted_objects(code: int, content_type: str, data: bytes, version: str,
                        uid: str) -> list[Any]:
     """The response's convertedObjects, after client-go's and the converter's checks."""
     if not 200 <= code <= 206:
-        raise _Failed(_http_error(code, content_type, data))
+        raise _Failed(http_error(code, content_type, data))
     if not data:
         raise _Failed(f"0-length response with status code: {code} and content type: "
                       f"{content_type or 'application/json'}")
@@ -244,26 +189,6 @@ def _converted_objects(code: int, content_type: str, data: bytes, version: str,
     return response.get("convertedObjects") or []
 
 
-def _http_error(code: int, content_type: str, data: bytes) -> str:
-    """client-go's error for a status outside 200-206: a Failure Status in the body, else
-    NewGenericServerResponse's words (the body only when it is text)."""
-    body = _loads(data)
-    if isinstance(body, dict) and body.get("kind") == "Status" and \
-            body.get("status") == "Failure" and isinstance(body.get("message") or "", str):
-        return body.get("message") or ""
-    media = content_type.split(";")[0].strip().lower()
-    text = data[:_MAX_ERROR_BODY].decode("utf-8", "replace").strip() \
-        if not media or media.startswith("text/") else "unknown"
-    if code in (403, 415) or (code == 406 and text not in ("", "unknown")):
-        return text
-    if code in _GENERIC:
-        return _GENERIC[code]
-    if code >= 500:
-        return (f"an error on the server ({go_quote(text)}) has prevented the request from "
-                "succeeding")
-    return f"the server responded with the status code {code} but did not return more information"
-
-
 def _loads(data: bytes) -> Any:
     """The JSON value of ``data``; _NOT_JSON when it is not JSON."""
     try:
@@ -283,7 +208,7 @@ def _decoded_review(data: bytes, version: str) -> Object:
                       + (json_syntax_error(data) or "invalid JSON"))
     if review is not None and not isinstance(review, dict):
         raise _Failed(f"couldn't get version/kind; json parse error: json: cannot unmarshal "
-                      f"{json_kind(review)} into Go value of type {_FIND_KIND}")
+                      f"{json_kind(review)} into Go value of type {TYPE_META_STRUCT}")
     review = review or {}
     for key in ("apiVersion", "kind"):
         if review.get(key) is not None and not isinstance(review[key], str):
@@ -501,31 +426,6 @@ def _go_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _clean(path: str) -> str:
-    """path.Join("/", path), as the rest client builds the request path."""
-    cleaned = posixpath.normpath("/" + path)
-    return "/" + cleaned.lstrip("/")
-
-
-def go_duration(seconds: float) -> str:
-    """time.Duration's String(): 30s, 1m30s, 200ms."""
-    ns = round(seconds * 1e9)
-    if ns <= 0:
-        return "0s"
-    if ns < 1_000_000_000:
-        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
-            if ns >= size:
-                return _trim(ns / size) + unit
-    hours, rest = divmod(ns, 3600 * 10**9)
-    minutes, rest = divmod(rest, 60 * 10**9)
-    return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + \
-        _trim(rest / 1e9) + "s"
-
-
-def _trim(value: float) -> str:
-    return f"{value:.9f}".rstrip("0").rstrip(".")
-
-
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
 
@@ -553,48 +453,3 @@ def _trusted(ca_bundle: Any) -> bytes:
 
 
 # -- connection errors in Go's words ------------------------------------------------------------
-
-
-def describe_error(err: BaseException, host: str, port: int, server_name: str) -> str:
-    """A failed call as Go's net/http and crypto/tls say it (dial, lookup, TLS, EOF)."""
-    if isinstance(err, aiohttp.ClientConnectorCertificateError):
-        return _verify_words(err.certificate_error, server_name)
-    cause = getattr(err, "os_error", None) or err
-    if isinstance(cause, ssl.SSLCertVerificationError):
-        return _verify_words(cause, server_name)
-    if isinstance(err, aiohttp.ClientConnectorDNSError) or (
-            isinstance(cause, OSError) and getattr(cause, "errno", None) in (-2, -3, -5)):
-        return f"dial tcp: lookup {host}: no such host"
-    address = _dialled(cause, host, port)
-    if isinstance(cause, ConnectionRefusedError):
-        return f"dial tcp {address}: connect: connection refused"
-    if isinstance(cause, ssl.SSLError) and cause.reason == "WRONG_VERSION_NUMBER":
-        return "http: server gave HTTP response to HTTPS client"
-    if isinstance(cause, ssl.SSLError):
-        reason = re.sub(r"^(SSLV3|TLSV1|TLSV13)_ALERT_", "", cause.reason or str(cause))
-        return f"remote error: tls: {reason.replace('_', ' ').lower()}"
-    if isinstance(err, aiohttp.ServerDisconnectedError):
-        return "EOF"
-    if isinstance(cause, OSError) and cause.strerror:
-        return f"dial tcp {address}: connect: {cause.strerror.lower()}"
-    return str(err) or type(err).__name__
-
-
-def _dialled(err: BaseException, host: str, port: int) -> str:
-    """The address Go names: the one asyncio says it tried, else the host asked for."""
-    match = re.search(r"\('([^']+)', (\d+)", str(err))
-    if match:
-        host, port = match.group(1), int(match.group(2))
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _verify_words(err: BaseException, server_name: str) -> str:
-    message = getattr(err, "verify_message", "") or str(err)
-    prefix = "tls: failed to verify certificate: x509: "
-    if "mismatch" in message:
-        return f"{prefix}certificate is not valid for {server_name}"
-    if "expired" in message or "not yet valid" in message:
-        return f"{prefix}certificate has expired or is not yet valid"
-    if any(w in message for w in ("local issuer", "self-signed", "self signed", "signature")):
-        return f"{prefix}certificate signed by unknown authority"
-    return prefix + message

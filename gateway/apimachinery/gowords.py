@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
+from decimal import Decimal
 
 _ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t",
             "\v": r"\v", '"': r"\"", "\\": r"\\"}
@@ -314,6 +315,12 @@ class _Scanner:
             self.pos += 1
 
 
+#: Go's name for the struct kube first decodes a body into, to find its kind and apiVersion
+#: (its errors name it: "json: cannot unmarshal array into Go value of type struct { ... }").
+TYPE_META_STRUCT = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                    'Kind string "json:\\"kind,omitempty\\"" }')
+
+
 def json_syntax_error(data: bytes) -> str:
     """What encoding/json says of ``data`` that is not JSON, or "" when it is."""
     try:
@@ -332,3 +339,45 @@ def json_kind(value: object) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
+
+
+# -- fmt ---------------------------------------------------------------------------------------
+
+
+def go_float(value: float) -> str:
+    """fmt's %v of a float64 (strconv's 'g' with the shortest digits): e-notation when the
+    exponent is below -4 or 6 and above, with at least two exponent digits."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    sign = "-" if str(value).startswith("-") else ""
+    if value == 0:
+        return sign + "0"
+    _, digits, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    shown = "".join(map(str, digits))
+    exp = len(shown) + int(exponent) - 1  # the decimal exponent of the first digit
+    if exp < -4 or exp >= 6:
+        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{sign}0.{'0' * (-exp - 1)}{shown}"
+    if len(shown) <= exp + 1:
+        return sign + shown + "0" * (exp + 1 - len(shown))
+    return f"{sign}{shown[:exp + 1]}.{shown[exp + 1:]}"
+
+
+def go_print(value: object) -> str:
+    """fmt's %v (and %+v) of a decoded JSON value: map[k:v ...] with sorted keys, [a b] for
+    lists, strings bare, <nil> for null."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_print(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_print(v) for v in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return go_float(value)
+    return str(value)

@@ -18,6 +18,7 @@ from gateway.apis.core.events import EVENTS
 from gateway.apis.core.namespaces import NAMESPACES, NamespaceVersion, namespace_lifecycle
 from gateway.apis.core.secrets import SECRETS
 from gateway.apis.core.serviceaccounts import SERVICEACCOUNTS
+from gateway.apis.core.serviceips import ServiceStore
 from gateway.apis.core.services import SERVICES
 from gateway.apis.discovery.endpointslices import ENDPOINTSLICES
 from gateway.apis.flowcontrol.resources import FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS
@@ -81,7 +82,8 @@ def build_kube_core(factory: StorageFactory, *, min_request_timeout: int = 1800,
         if resource is NAMESPACES:
             store = namespaces
         else:
-            store = RESTStore(resource, factory.cacher(resource.storage_prefix))
+            store_type = ServiceStore if resource is SERVICES else RESTStore
+            store = store_type(resource, factory.cacher(resource.storage_prefix))
             if resource.namespaced:
                 # before naming and validation, as kube's NamespaceLifecycle admission
                 store.create_admission.append(

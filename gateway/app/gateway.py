@@ -49,6 +49,9 @@ from gateway.controllers.events import EventReaper
 from gateway.controllers.flowcontrol import FlowControlConfig
 from gateway.controllers.namespaces import NamespaceController
 from gateway.controllers.rbac import AggregationController, PolicyController
+from gateway.controllers.rootcacert import RootCACertPublisher, load_root_ca
+from gateway.controllers.serviceaccounts import ServiceAccountsController
+from gateway.controllers.servicenetwork import ServiceNetwork
 from gateway.endpoints.handlers import ResourceEndpoints, json_response
 from gateway.options import ServeOptions
 from gateway.registry.resource import ResourceDef
@@ -91,7 +94,10 @@ AUTH_INFO_HOOK = "poststarthook/start-cluster-authentication-info-controller"
 CONTROLLERS_HOOK = "poststarthook/start-kube-controllers"
 APIEXTENSIONS_HOOK = "poststarthook/start-apiextensions-controllers"
 CRD_SYNCED_HOOK = "poststarthook/crd-informer-synced"
+SERVICE_IP_REPAIR_HOOK = "poststarthook/start-service-ip-repair-controllers"
+BOOTSTRAP_CONTROLLER_HOOK = "poststarthook/bootstrap-controller"
 POST_START_HOOKS = (CACHES_HOOK, APIEXTENSIONS_HOOK, CRD_SYNCED_HOOK, SYSTEM_NAMESPACES_HOOK,
+                    SERVICE_IP_REPAIR_HOOK, BOOTSTRAP_CONTROLLER_HOOK,
                     RBAC_HOOK, AGGREGATION_HOOK, APF_CONFIG_HOOK,
                     APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, REMOTE_AVAILABLE_HOOK,
                     DISCOVERY_HOOK, OPENAPI_HOOK, AUTOREGISTRATION_HOOK, AUTH_INFO_HOOK,
@@ -139,6 +145,11 @@ class Gateway:
                                     stopping=self.stopping)
         for resource, endpoints in self.core.served():
             self.kube.install_api(resource, endpoints)
+        self.service_network = ServiceNetwork(  # cluster IPs, the kubernetes Service
+            self.core, self.storage, ranges=options.service_ip_ranges,
+            advertise_address=options.advertise_address, bind_address=options.bind_address,
+            secure_port=options.secure_port)
+        self.root_ca = load_root_ca(options)  # kube-root-ca.crt's bundle; None: not known
         self.crd_controller = self._install_apiextensions()
         self.security = self._install_security()
         self.apiservices = self._install_apiregistration()
@@ -410,6 +421,8 @@ class Gateway:
             APIEXTENSIONS_HOOK: lambda: self._start(self.crd_controller.run()),
             CRD_SYNCED_HOOK: self.crd_controller.sync_existing,
             SYSTEM_NAMESPACES_HOOK: self._ensure_system_namespaces,
+            SERVICE_IP_REPAIR_HOOK: lambda: self.service_network.start_repair(self._start),
+            BOOTSTRAP_CONTROLLER_HOOK: lambda: self.service_network.start_bootstrap(self._start),
             RBAC_HOOK: lambda: _retrying(policy.ensure_all, "bootstrapping RBAC"),
             AGGREGATION_HOOK: lambda: _retrying(aggregation.aggregate,
                                                 "aggregating cluster roles"),
@@ -455,7 +468,15 @@ class Gateway:
             EventReaper(self.core.store("events"), self.options.event_ttl).run(),
             policy.run(),
             aggregation.run(),
+            ServiceAccountsController(self.core.namespaces,
+                                      self.core.store("serviceaccounts")).run(),
         ]
+        if self.root_ca is not None:
+            controllers.append(RootCACertPublisher(
+                self.core.namespaces, self.core.store("configmaps"), self.root_ca).run())
+        else:
+            log.warning("not publishing kube-root-ca.crt: no --root-ca-file, and the serving "
+                        "certificate is not the development PKI's, so its CA is not known")
         self._tasks += [loop.create_task(c) for c in controllers]
 
     async def _ensure_system_namespaces(self) -> None:
@@ -483,15 +504,27 @@ class Gateway:
         self.stopping.set()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.service_network.stop()  # drop this gateway from the kubernetes endpoints
+        await _cancel_all(self._tasks)
         await self.webhooks.close()
         await self.clients.close()
         await self.factory.close()
         await self.storage.close()
         if self.audit is not None:
             self.audit.log.close()
+
+
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them, cancelling again any that went on (a cancellation
+    swallowed by library code, or a task started by one being cancelled): stopping must
+    not hang on one task."""
+    while pending := [task for task in tasks if not task.done()]:
+        for task in pending:
+            task.cancel()
+        _, still = await asyncio.wait(pending, timeout=1.0)
+        if still:
+            log.warning("tasks still running after cancellation; cancelling again",
+                        tasks=len(still))
 
 
 async def _retrying(work, what: str) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import time
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from gateway.apimachinery import status
@@ -21,11 +20,19 @@ from gateway.apimachinery.fields import has_own_field_label_conversion
 from gateway.apimachinery.gowords import go_quote, parse_int
 from gateway.apimachinery.listoptions import ListOptions
 from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.strictjson import Findings
 from gateway.auth.audit.events import note_request_object, note_response_object
 from gateway.endpoints import patch as patches
 from gateway.endpoints.listoptions import parse_list_options
 from gateway.endpoints.negotiation import TRANSFORMS, MediaType, negotiate, respond
-from gateway.endpoints.request import body_media_type, decode_object, dry_run_cause, read_body
+from gateway.endpoints.protobuf_encode import has_message
+from gateway.endpoints.request import (
+    body_media_type,
+    decode_object,
+    decode_strict,
+    dry_run_cause,
+    read_body,
+)
 from gateway.endpoints.tableconvert import (
     include_object_option,
     partial_metadata,
@@ -41,7 +48,7 @@ from gateway.endpoints.watch import (
 )
 from gateway.registry import fieldmanager
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
-from gateway.registry.versions import StrictDecodingError
+from gateway.registry.versions import StrictDecodingError, reporting
 from gateway.storage.errors import TooOldResourceVersionError
 from gateway.storage.interface import ListResult, Preconditions
 
@@ -50,6 +57,13 @@ JSON = "application/json"
 FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
 #: metav1's propagation policies, in ValidateDeleteOptions' order ("nil" is how it names unset).
 PROPAGATION = ("Foreground", "Background", "Orphan")
+
+
+def no_route_for_method() -> status.StatusError:
+    """kube's router (go-restful) for a method none of the path's routes takes: 405, its
+    generic words (NewGenericServerResponse) and an empty details object, no Allow header."""
+    return status.StatusError(405, "MethodNotAllowed", "the server does not allow this method "
+                              "on the requested resource", always_details=True)
 
 
 def json_response(obj: Any, code: int = 200) -> web.Response:
@@ -78,6 +92,10 @@ class ResourceEndpoints:
         # no namespace in their path
         if info.namespace and not self.resource.namespaced and info.namespace != info.name:
             raise status.not_found()
+        if not info.verb:  # OPTIONS, or another method no route of kube's takes
+            known = not info.subresource or info.subresource in self.subresource_handlers \
+                or info.subresource in self.resource.subresources
+            raise no_route_for_method() if known else status.not_found()
         if info.subresource in self.subresource_handlers:
             return await self.subresource_handlers[info.subresource](request, info)
         if info.subresource and info.subresource not in self.resource.subresources:
@@ -94,7 +112,9 @@ class ResourceEndpoints:
     # -- output -----------------------------------------------------------------------------
 
     def _media(self, request: web.BaseRequest, *, watch: bool = False) -> MediaType:
-        return negotiate(request, TRANSFORMS, yaml_ok=not watch)
+        resource = self.resource
+        protobuf = resource.protobuf and has_message(resource.api_version, resource.kind)
+        return negotiate(request, TRANSFORMS, yaml_ok=not watch, protobuf=protobuf)
 
     def _go_type(self, kind: str) -> str:
         """How Go's %T prints kube's internal type of ``kind``: *core.ConfigMap,
@@ -103,6 +123,8 @@ class ResourceEndpoints:
         return f"*{package}.{kind}"
 
     def _render_one(self, request: web.BaseRequest, obj: dict, media: MediaType) -> Any:
+        if obj.get("kind") == "Status":  # a delete's answer: never transformed, as kube's
+            return obj
         if media.transform == "Table":
             include = include_object_option(request.query.get("includeObject"))
             list_meta = {"resourceVersion": obj.get("metadata", {}).get("resourceVersion", "")}
@@ -143,7 +165,7 @@ class ResourceEndpoints:
         headers = {}
         if options is not None and options.warnings:
             headers["Warning"] = ", ".join(
-                f'299 - "{w.replace(chr(34), chr(92) + chr(34))}"' for w in options.warnings)
+                f'299 - "{_header_quoted(w)}"' for w in options.warnings)
         return respond(self._render_one(request, obj, media), media, code, headers)
 
     # -- reads ------------------------------------------------------------------------------
@@ -230,28 +252,36 @@ class ResourceEndpoints:
                             manager=manager or _manager_from_user_agent(request),
                             subresource=info.subresource, user=request_user(request))
 
-    async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
-        obj = decode_object(await read_body(request), body_media_type(request),
-                            self.resource.kind, protobuf=self.resource.protobuf)
+    async def _body(self, request: web.BaseRequest,
+                    options: WriteOptions) -> tuple[dict[str, Any], Findings]:
+        """The request's object, and what strict decoding found in it (not looked for under
+        fieldValidation=Ignore, as kube decodes without strictness then)."""
+        obj, findings = decode_strict(
+            await read_body(request), body_media_type(request), self.resource.kind,
+            protobuf=self.resource.protobuf, typed=self.store.version.typed,
+            strict=options.field_validation != "Ignore")
         note_request_object(request, obj)
-        return obj
+        return obj, findings
 
     async def create(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.name:
             raise status.method_not_allowed("create", self.resource.plural, self.resource.group)
         options = self.write_options(request, info, "CreateOptions")
-        obj = await self._body(request)
+        obj, findings = await self._body(request, options)
         try:
-            created = await self.store.create(info.namespace, obj, options)
+            with reporting(findings):
+                created = await self.store.create(info.namespace, obj, options)
         except StrictDecodingError as err:
             raise err.for_kind(self.resource.kind, self.resource.version) from None
         return self._answer(request, created, 201, options)
 
     async def update(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         options = self.write_options(request, info, "UpdateOptions")
-        obj = await self._body(request)
+        obj, findings = await self._body(request, options)
         try:
-            updated, created = await self.store.update(info.namespace, info.name, obj, options)
+            with reporting(findings):
+                updated, created = await self.store.update(info.namespace, info.name, obj,
+                                                           options)
         except StrictDecodingError as err:
             raise err.for_kind(self.resource.kind, self.resource.version) from None
         return self._answer(request, updated, 201 if created else 200, options)
@@ -276,41 +306,56 @@ class ResourceEndpoints:
         options.force = force
         options.apply = patch_type == patches.APPLY_PATCH
         body = await read_body(request)
-        mutate = self._mutation(patch_type, body, options, info)
-        obj, created = await self.store.patch(info.namespace, info.name, mutate, options,
-                                              may_create=patch_type == patches.APPLY_PATCH)
+        parsed = patches.parse(body, patch_type, options.field_validation)
+        mutate, patched = self._mutation(parsed, options, info)
+        try:
+            with reporting(parsed.findings):
+                obj, created = await self.store.patch(
+                    info.namespace, info.name, mutate, options,
+                    may_create=patch_type == patches.APPLY_PATCH)
+        except StrictDecodingError as err:  # kube's NewInvalid about the patch
+            raise err.for_patch(parsed.shown(patched)) from None
         return self._answer(request, obj, 201 if created else 200, options)
 
-    def _mutation(self, patch_type: str, body: bytes, options: WriteOptions, info: RequestInfo):
-        """The function that turns the current object into the patched one."""
-        document = _parse_patch(body, patch_type)
+    def _mutation(self, parsed: patches.Parsed, options: WriteOptions,
+                  info: RequestInfo) -> tuple[Any, list[dict]]:
+        """The function that turns the current object into the patched one, and the list it
+        leaves each result in, as it was before any check (for a strict decoding error)."""
+        document = parsed.document
         schema = self.resource.schema_ref
-        if patch_type == patches.APPLY_PATCH:
-            if not isinstance(document, dict):
-                raise status.bad_request("the apply configuration must be an object")
+        results: list[dict] = []
+        if parsed.patch_type == patches.APPLY_PATCH:
             applied = dict(document)
             _check_applied_identity(applied, self.resource, info)
             self.store.check_fields(applied, options, defaults=False)
 
             def apply(current: dict | None) -> dict:
-                return fieldmanager.apply(current, applied, schema, manager=options.manager,
-                                          api_version=self.resource.api_version,
-                                          force=options.force, subresource=info.subresource)
+                result = fieldmanager.apply(current, applied, schema, manager=options.manager,
+                                            api_version=self.resource.api_version,
+                                            force=options.force, subresource=info.subresource)
+                parsed.report_apply_duplicates(options.field_validation, options.warnings)
+                return result
 
-            return apply
+            return apply, results
+
+        keep = options.field_validation == "Strict"
 
         def mutate(current: dict | None) -> dict:
             if current is None:
                 raise status.not_found(self.resource.plural, info.name, self.resource.group)
-            if patch_type == patches.JSON_PATCH:
-                return patches.apply_json_patch(current, document)
-            if not isinstance(document, dict):
-                raise status.bad_request("a merge patch must be a JSON object")
-            if patch_type == patches.MERGE_PATCH:
-                return patches.merge_patch(current, document)
-            return patches.strategic_merge(current, document, schema)
+            if parsed.error is not None:
+                raise parsed.error
+            if parsed.patch_type == patches.JSON_PATCH:
+                result = patches.apply_json_patch(current, document)
+            elif parsed.patch_type == patches.MERGE_PATCH:
+                result = patches.merge_patch(current, document)
+            else:
+                return patches.strategic_merge(current, document, schema)
+            if keep:  # the patched JSON kube shows in a strict decoding error
+                results[:] = [patches.patched_json(result)]
+            return result
 
-        return mutate
+        return mutate, results
 
     # -- delete -----------------------------------------------------------------------------
 
@@ -358,8 +403,8 @@ class ResourceEndpoints:
                    "uid": obj.get("metadata", {}).get("uid", "")}
         if self.resource.group:
             details["group"] = self.resource.group
-        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                              "status": "Success", "details": details})
+        return self._answer(request, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                      "status": "Success", "details": details}, 200)
 
     async def delete_collection(self, request: web.BaseRequest,
                                 info: RequestInfo) -> web.StreamResponse:
@@ -409,25 +454,17 @@ def _one_event(event: Any) -> Any:
     return _One()
 
 
+def _header_quoted(text: str) -> str:
+    """A warning's text as kube's NewWarningHeader quotes it (backslashes and quotes escaped),
+    line breaks as Go's header writer sends them (spaces)."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return text.replace("\r", " ").replace("\n", " ")
+
+
 def _manager_from_user_agent(request: web.BaseRequest) -> str:
     """kube's default field manager: the User-Agent up to the first '/'."""
     agent = request.headers.get("User-Agent", "")
     return agent.split("/", 1)[0][:128] or "unknown"
-
-
-def _parse_patch(body: bytes, patch_type: str) -> Any:
-    try:
-        if patch_type == patches.APPLY_PATCH:
-            return yaml.safe_load(body)
-        return decode_object_any(body)
-    except (ValueError, yaml.YAMLError) as err:
-        raise status.bad_request(f"error decoding patch: {err}") from None
-
-
-def decode_object_any(body: bytes) -> Any:
-    from gateway.storage.codec import loads
-
-    return loads(body)
 
 
 def _check_applied_identity(applied: dict, resource: Any, info: RequestInfo) -> None:

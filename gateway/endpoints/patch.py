@@ -11,12 +11,29 @@ Server-side apply (application/apply-patch+yaml) is in fieldmanager.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
+import yaml
 from aiohttp import web
+from orjson import OPT_SORT_KEYS, dumps
 
 from gateway.apimachinery import status
+from gateway.apimachinery.gowords import go_print, go_quote, json_kind
+from gateway.apimachinery.strictjson import (
+    Findings,
+    json_pairs,
+    json_patch_findings,
+    may_have_duplicates,
+    yaml_load,
+)
+from gateway.endpoints.request import (
+    TYPE_META_STRUCT,
+    JSONError,
+    load_json,
+    yaml_syntax_error,
+)
 from gateway.schema.walk import items_schema, property_schema, resolve
 
 JSON_PATCH = "application/json-patch+json"
@@ -25,6 +42,9 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 APPLY_PATCH_CBOR = "application/apply-patch+cbor"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
+#: kube refuses a JSON patch of more operations (413).
+MAX_JSON_PATCH_OPERATIONS = 10000
+_GO_MAP = "map[string]interface {}"
 
 
 def unsupported(request: web.BaseRequest) -> status.StatusError:
@@ -41,16 +61,149 @@ def unsupported(request: web.BaseRequest) -> status.StatusError:
     return status.route_not_acceptable("406: Not Acceptable\n\nAvailable representations: ")
 
 
+@dataclass
+class Parsed:
+    """A patch body read as kube's patcher for its type reads it."""
+
+    patch_type: str
+    document: Any = None
+    #: Strict decoding errors of the patch itself (reported with the patched object's).
+    findings: Findings = field(default_factory=Findings)
+    #: A body kube cannot use, answered once the object to patch is known to exist (kube
+    #: reads the patch only when it applies it to the current object).
+    error: status.StatusError | None = None
+    #: Server-side apply: go-yaml's strict error for duplicate keys ("" when none).
+    yaml_problem: str = ""
+
+    def shown(self, patched: list[str]) -> str:
+        """The value kube's strict decoding error names: the patched object's JSON (JSON and
+        merge patches), or the patch as Go prints its map (strategic merge patch)."""
+        if self.patch_type == STRATEGIC_PATCH:
+            return go_print(self.document)
+        return patched[0] if patched else ""
+
+    def report_apply_duplicates(self, validation: str, warnings: list[str]) -> None:
+        """kube's apply checks the configuration again with go-yaml's strict mode, after
+        applying it: a 400 under Strict, a warning under Warn."""
+        if not self.yaml_problem or validation == "Ignore":
+            return
+        problem = f"error converting YAML to JSON: {self.yaml_problem}"
+        if validation == "Strict":
+            raise status.bad_request(f"error strict decoding YAML: {problem}")
+        if problem not in warnings:
+            warnings.append(problem)
+
+
+def parse(body: bytes, patch_type: str, validation: str) -> Parsed:
+    """Read a patch body in kube's words for each patch type; duplicate fields (and a JSON
+    patch's unknown ones) are looked for under the Warn and Strict field validations."""
+    strict = validation != "Ignore"
+    parsed = Parsed(patch_type)
+    if patch_type == APPLY_PATCH:
+        try:
+            document, parsed.yaml_problem = yaml_load(body, strict=strict)
+        except yaml.YAMLError as err:
+            raise status.bad_request("error decoding YAML: error converting YAML to JSON: "
+                                     + yaml_syntax_error(err)) from None
+        if document is not None and not isinstance(document, dict):
+            raise status.bad_request(
+                "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: "
+                f"cannot unmarshal {json_kind(document)} into Go value of type {_GO_MAP}")
+        parsed.document = document or {}
+        return parsed
+    try:
+        document = load_json(body)
+    except JSONError as err:
+        if patch_type == MERGE_PATCH and not strict:
+            parsed.error = status.bad_request("Invalid JSON Patch")
+        elif patch_type == STRATEGIC_PATCH or not strict:
+            parsed.error = status.bad_request(str(err))
+        else:
+            parsed.error = status.bad_request(f"error decoding patch: {err}")
+        return parsed
+    if document is None:  # Go decodes null into an empty patch
+        document = [] if patch_type == JSON_PATCH else {}
+    if patch_type == JSON_PATCH:
+        parsed.error = _operations_error(document, strict)
+        if strict and parsed.error is None:
+            parsed.findings = json_patch_findings(body, document)
+    else:
+        if not isinstance(document, dict):
+            parsed.error = _not_a_map(document, patch_type, strict)
+        elif strict and may_have_duplicates(body, document):
+            parsed.findings = json_pairs(body, merge=False)[1]
+    parsed.document = document
+    return parsed
+
+
+def _operations_error(document: Any, strict: bool) -> status.StatusError | None:
+    """What Go's decoder says of a JSON patch that is no list of operations: kube's strict
+    decoding into its own operation type first, else evanphx/json-patch's."""
+    if strict:
+        if not isinstance(document, list):
+            return status.bad_request(f"error decoding patch: json: cannot unmarshal "
+                                      f"{json_kind(document)} into Go value of type "
+                                      "[]handlers.jsonPatchOp")
+        for operation in document:
+            if not isinstance(operation, dict):
+                return status.bad_request(f"error decoding patch: json: cannot unmarshal "
+                                          f"{json_kind(operation)} into Go value of type "
+                                          "handlers.jsonPatchOp")
+            for key in ("op", "path", "from"):
+                value = operation.get(key)
+                if value is not None and not isinstance(value, str):
+                    return status.bad_request(
+                        f"error decoding patch: json: cannot unmarshal {json_kind(value)} "
+                        f"into Go struct field jsonPatchOp.{key} of type string")
+        return None
+    if not isinstance(document, list):
+        return status.bad_request(f"json: cannot unmarshal {json_kind(document)} into Go "
+                                  "value of type jsonpatch.Patch")
+    for operation in document:
+        if not isinstance(operation, dict):
+            return status.bad_request(f"json: cannot unmarshal {json_kind(operation)} into "
+                                      "Go value of type jsonpatch.Operation")
+    return None
+
+
+def _not_a_map(document: Any, patch_type: str, strict: bool) -> status.StatusError:
+    """A merge or strategic merge patch that is no JSON object."""
+    unmarshal = f"json: cannot unmarshal {json_kind(document)} into Go value of type {_GO_MAP}"
+    if patch_type == STRATEGIC_PATCH:
+        return status.bad_request(unmarshal)
+    if strict:
+        return status.bad_request(f"error decoding patch: {unmarshal}")
+    if not isinstance(document, list):  # evanphx/json-patch takes a list as the result
+        return status.bad_request("Invalid JSON Patch")
+    shown = patched_json(document)
+    return status.invalid("", "", [status.Cause(
+        "FieldValueInvalid", f"Invalid value: {go_quote(shown)}: couldn't get "
+        f"version/kind; json parse error: json: cannot unmarshal array into Go value of type "
+        f"{TYPE_META_STRUCT}", "patch")])
+
+
+def patched_json(obj: Any) -> str:
+    """The patched object as kube's patch library writes it for its errors (compact JSON,
+    an object's keys sorted as Go writes a map)."""
+    return dumps(obj, option=OPT_SORT_KEYS).decode()
+
+
 def apply_json_patch(current: dict, operations: Any) -> dict:
-    if not isinstance(operations, list):
-        raise status.bad_request("json patch must be a list of operations")
+    if not isinstance(operations, list):  # refused when parsed
+        raise status.bad_request("json: cannot unmarshal object into Go value of type "
+                                 "jsonpatch.Patch")
+    if len(operations) > MAX_JSON_PATCH_OPERATIONS:
+        raise status.StatusError(413, "RequestEntityTooLarge", "Request entity too large: The "
+                                 f"allowed maximum operations in a JSON patch is "
+                                 f"{MAX_JSON_PATCH_OPERATIONS}, got {len(operations)}")
     try:
         result = jsonpatch.JsonPatch(operations).apply(current)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError,
-            TypeError, ValueError):
-        # kube's NewGenericServerResponse(422): a fixed message, the library's error left out
+            TypeError, ValueError, IndexError, AttributeError):
+        # kube's NewGenericServerResponse(422, ...): its fixed message and an empty details
+        # object, the patch library's own error left out
         raise status.StatusError(422, "Invalid", "the server rejected our request due to an "
-                                 "error in our request") from None
+                                 "error in our request", always_details=True) from None
     if not isinstance(result, dict):
         raise status.bad_request("json patch result is not an object")
     return result

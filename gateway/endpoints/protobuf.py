@@ -5,7 +5,7 @@ can-i``...) send built-in objects as protobuf. A body is the magic ``k8s\\0`` fo
 runtime.Unknown envelope: the object's apiVersion and kind, and the object's own message. The
 message is turned into the same JSON-shaped dict a JSON body gives, using the field table in
 protobuf_types; as when kube-apiserver decodes into Go types, empty scalar fields are left out.
-Responses are always JSON (every such client also accepts it).
+Writing protobuf (responses, watch events) is protobuf_encode's, over the same tables.
 """
 
 from __future__ import annotations
@@ -17,7 +17,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.apimachinery import status
-from gateway.endpoints.protobuf_types import AM, INLINE, MAP, MESSAGES, META, OPTIONAL, REPEATED
+from gateway.endpoints.protobuf_types import (
+    AM,
+    INLINE,
+    LIST_MESSAGES,
+    MAP,
+    MESSAGES,
+    META,
+    META_V1BETA1,
+    OPTIONAL,
+    REPEATED,
+)
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -51,6 +61,9 @@ _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)  # time.Time{}: IsZero, its JSON i
 _MASK32, _MASK64 = (1 << 32) - 1, (1 << 64) - 1
 #: API groups whose protobuf package is not the group's first word.
 _PACKAGE_OF_GROUP = {"": "core", "rbac.authorization.k8s.io": "rbac"}
+META_GROUP = "meta.k8s.io"
+#: Kinds registered in every group version (unversioned), whose messages are apimachinery's.
+_META_KINDS = frozenset({"Status", "DeleteOptions"})
 
 
 class ProtobufError(ValueError):
@@ -223,7 +236,10 @@ def decode_message(name: str, data: bytes) -> Any:
             out[json_name] = value
             if flag == OPTIONAL:
                 present.add(json_name)
-    return {k: v for k, v in out.items() if k in present or not _empty(v)}
+    if name in LIST_MESSAGES:
+        return out.get("items", [])
+    return {k: v for k, v in out.items()
+            if (k in present and v is not None) or not _empty(v)}
 
 
 def _map_entry(value_kind: str, raw: bytes) -> tuple[str, Any]:
@@ -237,15 +253,21 @@ def _map_entry(value_kind: str, raw: bytes) -> tuple[str, Any]:
             value = decode_message(value_kind, field) if "." in value_kind else \
                 _scalar(value_kind, wire, field)
     if value is None:
-        value = "" if value_kind in ("string", "bytes") else {}
+        value = "" if value_kind in ("string", "bytes") else \
+            [] if value_kind in LIST_MESSAGES else {}
     return key, value
 
 
 def message_for(api_version: str, kind: str) -> str:
-    """The protobuf message of a kind: k8s.io.api.<group's last word>.<version>.<Kind>."""
-    if kind == "DeleteOptions":
-        return META + "DeleteOptions"
+    """The protobuf message of a kind: k8s.io.api.<group's last word>.<version>.<Kind>; the
+    meta.k8s.io kinds and the unversioned Status and DeleteOptions are apimachinery's."""
+    if kind in _META_KINDS:
+        return META + kind
     group, _, version = api_version.rpartition("/")
+    if group == META_GROUP:
+        if version == "v1beta1" and kind == "PartialObjectMetadataList":
+            return META_V1BETA1 + kind
+        return META + kind  # v1beta1's PartialObjectMetadata is v1's
     package = _PACKAGE_OF_GROUP.get(group) or group.split(".")[0]
     return f"k8s.io.api.{package}.{version}.{kind}"
 

@@ -1,21 +1,29 @@
-"""Field numbers of the Kubernetes protobuf messages the gateway decodes (facts of the v1.32
-API: message, field number, JSON name, type, and a flag). Scalars are named by their protobuf
-type; a message type by its full name; ``map:<value>`` is a map with string keys. Every field
-of kube's generated.proto says ``optional`` (proto2), so OPTIONAL follows the Go type in
-k8s.io/api and apimachinery types.go instead: it marks the scalars that are pointers."""
+"""Field numbers of the Kubernetes protobuf messages the gateway reads and writes (facts of the
+v1.32 API: message, field number, JSON name, type, and a flag). Scalars are named by their
+protobuf type; a message type by its full name; ``map:<value>`` is a map with string keys.
+Every field of kube's generated.proto says ``optional`` (proto2), so OPTIONAL follows the Go
+type in k8s.io/api and apimachinery types.go instead: it marks the fields that are pointers
+(scalars and messages). Go's generated Marshal writes every other singular field even when it
+is empty, a pointer only when it is set; the encoder does the same."""
 
 from __future__ import annotations
 
 META = "k8s.io.apimachinery.pkg.apis.meta.v1."
+META_V1BETA1 = "k8s.io.apimachinery.pkg.apis.meta.v1beta1."
 CORE = "k8s.io.api.core.v1."
 API = "k8s.io.api."
 AM = "k8s.io.apimachinery.pkg."
 MAP = "map:"
 REPEATED = "repeated"
 INLINE = "inline"  # an embedded struct: its fields appear in the parent's JSON
-#: A scalar that is a pointer in Go (*bool, *int32, *int64, *string and string types): set
-#: whenever it is on the wire, so a present false, 0 or "" is kept, not dropped as unset.
+#: A field that is a pointer in Go (*bool, *int32, *string, *LabelSelector, *Time...): set
+#: whenever it is on the wire, so a present false, 0, "" or {} is kept, not dropped as unset;
+#: written only when the object has it.
 OPTIONAL = "optional"
+#: Messages whose JSON is a bare list (Go's ``type ExtraValue []string``): their one field,
+#: ``items``, is the list.
+LIST_MESSAGES = frozenset({API + "authentication.v1.ExtraValue",
+                           API + "authorization.v1.ExtraValue"})
 
 MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "admissionregistration.v1.MatchCondition": {
@@ -27,13 +35,13 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         2: ("clientConfig", API + "admissionregistration.v1.WebhookClientConfig"),
         3: ("rules", API + "admissionregistration.v1.RuleWithOperations", REPEATED),
         4: ("failurePolicy", "string", OPTIONAL),
-        5: ("namespaceSelector", META + "LabelSelector"),
+        5: ("namespaceSelector", META + "LabelSelector", OPTIONAL),
         6: ("sideEffects", "string", OPTIONAL),
         7: ("timeoutSeconds", "int32", OPTIONAL),
         8: ("admissionReviewVersions", "string", REPEATED),
         9: ("matchPolicy", "string", OPTIONAL),
         10: ("reinvocationPolicy", "string", OPTIONAL),
-        11: ("objectSelector", META + "LabelSelector"),
+        11: ("objectSelector", META + "LabelSelector", OPTIONAL),
         12: ("matchConditions", API + "admissionregistration.v1.MatchCondition", REPEATED),
     },
     API + "admissionregistration.v1.MutatingWebhookConfiguration": {
@@ -61,12 +69,12 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         2: ("clientConfig", API + "admissionregistration.v1.WebhookClientConfig"),
         3: ("rules", API + "admissionregistration.v1.RuleWithOperations", REPEATED),
         4: ("failurePolicy", "string", OPTIONAL),
-        5: ("namespaceSelector", META + "LabelSelector"),
+        5: ("namespaceSelector", META + "LabelSelector", OPTIONAL),
         6: ("sideEffects", "string", OPTIONAL),
         7: ("timeoutSeconds", "int32", OPTIONAL),
         8: ("admissionReviewVersions", "string", REPEATED),
         9: ("matchPolicy", "string", OPTIONAL),
-        10: ("objectSelector", META + "LabelSelector"),
+        10: ("objectSelector", META + "LabelSelector", OPTIONAL),
         11: ("matchConditions", API + "admissionregistration.v1.MatchCondition", REPEATED),
     },
     API + "admissionregistration.v1.ValidatingWebhookConfiguration": {
@@ -74,7 +82,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         2: ("webhooks", API + "admissionregistration.v1.ValidatingWebhook", REPEATED),
     },
     API + "admissionregistration.v1.WebhookClientConfig": {
-        1: ("service", API + "admissionregistration.v1.ServiceReference"),
+        1: ("service", API + "admissionregistration.v1.ServiceReference", OPTIONAL),
         2: ("caBundle", "bytes"),
         3: ("url", "string", OPTIONAL),
     },
@@ -82,7 +90,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("kind", "string"),
         2: ("apiVersion", "string"),
         3: ("name", "string"),
-        4: ("uID", "string"),
+        4: ("uid", "string"),
     },
     API + "authentication.v1.ExtraValue": {
         1: ("items", "string", REPEATED),
@@ -101,7 +109,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     },
     API + "authentication.v1.TokenRequestSpec": {
         1: ("audiences", "string", REPEATED),
-        3: ("boundObjectRef", API + "authentication.v1.BoundObjectReference"),
+        3: ("boundObjectRef", API + "authentication.v1.BoundObjectReference", OPTIONAL),
         4: ("expirationSeconds", "int64", OPTIONAL),
     },
     API + "authentication.v1.TokenRequestStatus": {
@@ -161,8 +169,8 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         5: ("resource", "string"),
         6: ("subresource", "string"),
         7: ("name", "string"),
-        8: ("fieldSelector", API + "authorization.v1.FieldSelectorAttributes"),
-        9: ("labelSelector", API + "authorization.v1.LabelSelectorAttributes"),
+        8: ("fieldSelector", API + "authorization.v1.FieldSelectorAttributes", OPTIONAL),
+        9: ("labelSelector", API + "authorization.v1.LabelSelectorAttributes", OPTIONAL),
     },
     API + "authorization.v1.ResourceRule": {
         1: ("verbs", "string", REPEATED),
@@ -176,8 +184,8 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         3: ("status", API + "authorization.v1.SubjectAccessReviewStatus"),
     },
     API + "authorization.v1.SelfSubjectAccessReviewSpec": {
-        1: ("resourceAttributes", API + "authorization.v1.ResourceAttributes"),
-        2: ("nonResourceAttributes", API + "authorization.v1.NonResourceAttributes"),
+        1: ("resourceAttributes", API + "authorization.v1.ResourceAttributes", OPTIONAL),
+        2: ("nonResourceAttributes", API + "authorization.v1.NonResourceAttributes", OPTIONAL),
     },
     API + "authorization.v1.SelfSubjectRulesReview": {
         1: ("metadata", META + "ObjectMeta"),
@@ -193,8 +201,8 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         3: ("status", API + "authorization.v1.SubjectAccessReviewStatus"),
     },
     API + "authorization.v1.SubjectAccessReviewSpec": {
-        1: ("resourceAttributes", API + "authorization.v1.ResourceAttributes"),
-        2: ("nonResourceAttributes", API + "authorization.v1.NonResourceAttributes"),
+        1: ("resourceAttributes", API + "authorization.v1.ResourceAttributes", OPTIONAL),
+        2: ("nonResourceAttributes", API + "authorization.v1.NonResourceAttributes", OPTIONAL),
         3: ("user", "string"),
         4: ("groups", "string", REPEATED),
         5: ("extra", MAP + API + "authorization.v1.ExtraValue"),
@@ -219,8 +227,8 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "coordination.v1.LeaseSpec": {
         1: ("holderIdentity", "string", OPTIONAL),
         2: ("leaseDurationSeconds", "int32", OPTIONAL),
-        3: ("acquireTime", META + "MicroTime"),
-        4: ("renewTime", META + "MicroTime"),
+        3: ("acquireTime", META + "MicroTime", OPTIONAL),
+        4: ("renewTime", META + "MicroTime", OPTIONAL),
         5: ("leaseTransitions", "int32", OPTIONAL),
         6: ("strategy", "string", OPTIONAL),
         7: ("preferredHolder", "string", OPTIONAL),
@@ -236,7 +244,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     },
     CORE + "EndpointAddress": {
         1: ("ip", "string"),
-        2: ("targetRef", CORE + "ObjectReference"),
+        2: ("targetRef", CORE + "ObjectReference", OPTIONAL),
         3: ("hostname", "string"),
         4: ("nodeName", "string", OPTIONAL),
     },
@@ -266,9 +274,9 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         8: ("count", "int32"),
         9: ("type", "string"),
         10: ("eventTime", META + "MicroTime"),
-        11: ("series", CORE + "EventSeries"),
+        11: ("series", CORE + "EventSeries", OPTIONAL),
         12: ("action", "string"),
-        13: ("related", CORE + "ObjectReference"),
+        13: ("related", CORE + "ObjectReference", OPTIONAL),
         14: ("reportingComponent", "string"),
         15: ("reportingInstance", "string"),
     },
@@ -364,7 +372,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         11: ("externalTrafficPolicy", "string"),
         12: ("healthCheckNodePort", "int32"),
         13: ("publishNotReadyAddresses", "bool"),
-        14: ("sessionAffinityConfig", CORE + "SessionAffinityConfig"),
+        14: ("sessionAffinityConfig", CORE + "SessionAffinityConfig", OPTIONAL),
         17: ("ipFamilyPolicy", "string", OPTIONAL),
         18: ("clusterIPs", "string", REPEATED),
         19: ("ipFamilies", "string", REPEATED),
@@ -378,17 +386,17 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         2: ("conditions", META + "Condition", REPEATED),
     },
     CORE + "SessionAffinityConfig": {
-        1: ("clientIP", CORE + "ClientIPConfig"),
+        1: ("clientIP", CORE + "ClientIPConfig", OPTIONAL),
     },
     API + "discovery.v1.Endpoint": {
         1: ("addresses", "string", REPEATED),
         2: ("conditions", API + "discovery.v1.EndpointConditions"),
         3: ("hostname", "string", OPTIONAL),
-        4: ("targetRef", CORE + "ObjectReference"),
+        4: ("targetRef", CORE + "ObjectReference", OPTIONAL),
         5: ("deprecatedTopology", "map:string"),
         6: ("nodeName", "string", OPTIONAL),
         7: ("zone", "string", OPTIONAL),
-        8: ("hints", API + "discovery.v1.EndpointHints"),
+        8: ("hints", API + "discovery.v1.EndpointHints", OPTIONAL),
     },
     API + "discovery.v1.EndpointConditions": {
         1: ("ready", "bool", OPTIONAL),
@@ -419,7 +427,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "rbac.v1.ClusterRole": {
         1: ("metadata", META + "ObjectMeta"),
         2: ("rules", API + "rbac.v1.PolicyRule", REPEATED),
-        3: ("aggregationRule", API + "rbac.v1.AggregationRule"),
+        3: ("aggregationRule", API + "rbac.v1.AggregationRule", OPTIONAL),
     },
     API + "rbac.v1.ClusterRoleBinding": {
         1: ("metadata", META + "ObjectMeta"),
@@ -463,7 +471,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     },
     META + "DeleteOptions": {
         1: ("gracePeriodSeconds", "int64", OPTIONAL),
-        2: ("preconditions", META + "Preconditions"),
+        2: ("preconditions", META + "Preconditions", OPTIONAL),
         3: ("orphanDependents", "bool", OPTIONAL),
         4: ("propagationPolicy", "string", OPTIONAL),
         5: ("dryRun", "string", REPEATED),
@@ -487,9 +495,9 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("manager", "string"),
         2: ("operation", "string"),
         3: ("apiVersion", "string"),
-        4: ("time", META + "Time"),
+        4: ("time", META + "Time", OPTIONAL),
         6: ("fieldsType", "string"),
-        7: ("fieldsV1", META + "FieldsV1"),
+        7: ("fieldsV1", META + "FieldsV1", OPTIONAL),
         8: ("subresource", "string"),
     },
     META + "ObjectMeta": {
@@ -501,7 +509,7 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         6: ("resourceVersion", "string"),
         7: ("generation", "int64"),
         8: ("creationTimestamp", META + "Time"),
-        9: ("deletionTimestamp", META + "Time"),
+        9: ("deletionTimestamp", META + "Time", OPTIONAL),
         10: ("deletionGracePeriodSeconds", "int64", OPTIONAL),
         11: ("labels", "map:string"),
         12: ("annotations", "map:string"),
@@ -521,4 +529,56 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("uid", "string", OPTIONAL),
         2: ("resourceVersion", "string", OPTIONAL),
     },
+    META + "ListMeta": {
+        1: ("selfLink", "string"),
+        2: ("resourceVersion", "string"),
+        3: ("continue", "string"),
+        4: ("remainingItemCount", "int64", OPTIONAL),
+    },
+    META + "PartialObjectMetadata": {
+        1: ("metadata", META + "ObjectMeta"),
+    },
+    META + "PartialObjectMetadataList": {
+        1: ("metadata", META + "ListMeta"),
+        2: ("items", META + "PartialObjectMetadata", REPEATED),
+    },
+    META_V1BETA1 + "PartialObjectMetadataList": {  # the older field order
+        1: ("items", META + "PartialObjectMetadata", REPEATED),
+        2: ("metadata", META + "ListMeta"),
+    },
+    META + "Status": {
+        1: ("metadata", META + "ListMeta"),
+        2: ("status", "string"),
+        3: ("message", "string"),
+        4: ("reason", "string"),
+        5: ("details", META + "StatusDetails", OPTIONAL),
+        6: ("code", "int32"),
+    },
+    META + "StatusCause": {
+        1: ("reason", "string"),
+        2: ("message", "string"),
+        3: ("field", "string"),
+    },
+    META + "StatusDetails": {
+        1: ("name", "string"),
+        2: ("group", "string"),
+        3: ("kind", "string"),
+        4: ("causes", META + "StatusCause", REPEATED),
+        5: ("retryAfterSeconds", "int32"),
+        6: ("uid", "string"),
+    },
 }
+
+#: The kinds whose <Kind>List kube has; every list is {metadata: ListMeta = 1, items = 2}.
+LISTED_KINDS = (
+    API + "admissionregistration.v1.MutatingWebhookConfiguration",
+    API + "admissionregistration.v1.ValidatingWebhookConfiguration",
+    API + "coordination.v1.Lease",
+    CORE + "ConfigMap", CORE + "Endpoints", CORE + "Event", CORE + "Namespace", CORE + "Secret",
+    CORE + "Service", CORE + "ServiceAccount",
+    API + "discovery.v1.EndpointSlice",
+    API + "rbac.v1.ClusterRole", API + "rbac.v1.ClusterRoleBinding", API + "rbac.v1.Role",
+    API + "rbac.v1.RoleBinding",
+)
+for _item in LISTED_KINDS:
+    MESSAGES[_item + "List"] = {1: ("metadata", META + "ListMeta"), 2: ("items", _item, REPEATED)}

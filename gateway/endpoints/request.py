@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 from aiohttp import web
 
 from gateway.apimachinery import status
-from gateway.apimachinery.gowords import go_quote, json_kind, json_syntax_error, parse_int
+from gateway.apimachinery.gowords import (
+    TYPE_META_STRUCT,
+    go_quote,
+    json_kind,
+    json_syntax_error,
+    parse_int,
+)
+from gateway.apimachinery.strictjson import (
+    Findings,
+    json_pairs,
+    may_have_duplicates,
+    yaml_load,
+)
 from gateway.endpoints.protobuf import PROTOBUF, decode_body
 from gateway.storage.codec import loads
 
@@ -43,11 +56,6 @@ def body_media_type(request: web.BaseRequest) -> str:
     return raw.split(";", 1)[0].strip().lower()
 
 
-#: Go's name for the struct kube first decodes a body into, to find its kind and apiVersion.
-_TYPE_META_STRUCT = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
-                     'Kind string "json:\\"kind,omitempty\\"" }')
-
-
 def _summary(body: bytes, limit: int = 30) -> str:
     """kube's summary of a body it cannot read: the text of a JSON object, hex otherwise."""
     if not body:
@@ -60,7 +68,7 @@ def _summary(body: bytes, limit: int = 30) -> str:
 def _type_meta_error(obj: Any) -> str:
     """What Go's encoding/json says when ``obj`` does not fit kube's TypeMeta probe."""
     if not isinstance(obj, dict):
-        return f"json: cannot unmarshal {json_kind(obj)} into Go value of type {_TYPE_META_STRUCT}"
+        return f"json: cannot unmarshal {json_kind(obj)} into Go value of type {TYPE_META_STRUCT}"
     for key in ("apiVersion", "kind"):
         value = obj.get(key)
         if value is not None and not isinstance(value, str):
@@ -79,35 +87,66 @@ def unrecognized(kind: str, error: str, body: bytes) -> status.StatusError:
 JSON_OR_YAML = ("application/json", "application/yaml")
 
 
+class JSONError(ValueError):
+    """A body that is not JSON; the message is encoding/json's."""
+
+
+def load_json(body: bytes) -> Any:
+    """The JSON value of ``body`` (orjson; the standard library for what orjson refuses and Go
+    takes: integers past 64 bits, text that is not UTF-8), or JSONError in Go's words."""
+    try:
+        return loads(body)  # the common case; Go's words are looked for only on failure
+    except ValueError:
+        syntax = json_syntax_error(body)
+        if syntax:
+            raise JSONError(syntax) from None
+    try:
+        return json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        raise JSONError("unexpected end of JSON input") from None
+
+
 def decode_object(body: bytes, content_type: str, kind: str = "", *,
                   protobuf: bool = True) -> dict[str, Any]:
     """A JSON or YAML object from a request body (400 when it is not one; 415 other types,
     and protobuf for a resource that has none). With ``kind`` (the kind the request is
     for), a body that does not decode is answered in kube's words for that kind."""
+    return decode_strict(body, content_type, kind, protobuf=protobuf)[0]
+
+
+def decode_strict(body: bytes, content_type: str, kind: str = "", *, protobuf: bool = True,
+                  typed: bool = True, strict: bool = True) -> tuple[dict[str, Any], Findings]:
+    """``decode_object``, and what kube's strict decoding finds in the body (duplicate
+    fields, looked for only when ``strict``). A JSON body with duplicates decodes as Go's
+    decoder does: the last value wins, objects merging when ``typed`` (a built-in kind)."""
+    findings = Findings()
     if content_type == PROTOBUF:
         if not protobuf:
             raise status.unsupported_media_type(JSON_OR_YAML)
-        return decode_body(body)
+        return decode_body(body), findings
     if content_type in YAML_TYPES:
         try:
-            obj = yaml.safe_load(body)
+            obj, problem = yaml_load(body, strict=strict)
         except yaml.YAMLError as err:
             if kind:
-                raise unrecognized(kind, _yaml_error(err), body) from None
-            raise status.bad_request(f"error converting YAML to JSON: {err}") from None
+                raise unrecognized(kind, yaml_syntax_error(err), body) from None
+            raise status.bad_request(f"error converting YAML to JSON: {yaml_syntax_error(err)}") \
+                from None
+        if problem:
+            findings.leading.append(problem)
     elif content_type in JSON_TYPES:
         try:
-            obj = loads(body)  # the common case; Go's words are looked for only on failure
-        except ValueError as err:
-            syntax = json_syntax_error(body)
-            if syntax and kind:
+            obj = load_json(body)
+        except JSONError as err:
+            if kind:
                 raise unrecognized(kind, f"couldn't get version/kind; json parse error: "
-                                         f"{syntax}", body) from None
-            if syntax:
-                raise status.bad_request(f"couldn't get version/kind; json parse error: "
-                                         f"{syntax}") from None
-            # text that is not UTF-8
-            raise status.bad_request(f"couldn't decode the request body as JSON: {err}") from None
+                                         f"{err}", body) from None
+            raise status.bad_request(f"couldn't get version/kind; json parse error: {err}") \
+                from None
+        if may_have_duplicates(body, obj):  # rare: parsed once more, key by key
+            obj, findings = json_pairs(body, merge=typed)
+            if not strict:
+                findings = Findings()
     else:
         raise status.unsupported_media_type()
     problem = _type_meta_error(obj) if obj is not None else ""
@@ -115,10 +154,10 @@ def decode_object(body: bytes, content_type: str, kind: str = "", *,
         raise unrecognized(kind, f"couldn't get version/kind; json parse error: {problem}", body)
     if not isinstance(obj, dict):
         raise status.bad_request("the request body must be a JSON or YAML object")
-    return obj
+    return obj, findings
 
 
-def _yaml_error(err: yaml.YAMLError) -> str:
+def yaml_syntax_error(err: yaml.YAMLError) -> str:
     """A YAML syntax error in the shape of go-yaml's ("yaml: line N: problem"); the problem is
     PyYAML's description, which words some problems differently from go-yaml."""
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)

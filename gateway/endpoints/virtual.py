@@ -52,7 +52,7 @@ class CreateOnlyEndpoints:
     async def __call__(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.verb != "create" or info.name or info.subresource:
             raise status.method_not_allowed(info.verb, self.resource.plural, self.resource.group)
-        media = negotiate(request)
+        media = negotiate(request, protobuf=True)
         obj = await read_typed_body(request, self.resource.kind, self.resource.api_version,
                                     self.resource.schema_ref)
         if self.resource.namespaced:

@@ -1,9 +1,12 @@
-"""Streaming a watch: newline-terminated ``{"type","object"}`` JSON over a chunked response.
+"""Streaming a watch over a chunked response: newline-terminated ``{"type","object"}`` JSON,
+or kube's protobuf framing (``application/vnd.kubernetes.protobuf;stream=watch``: each event a
+4-byte big-endian length and a meta/v1 WatchEvent holding the object's own protobuf encoding).
 
-Headers go out at once. Each event's encoding is made once and shared by every watcher that
-sends the same event in the same form. A watch ends at its timeout (timeoutSeconds, or a random
-time between --min-request-timeout and twice that, as kube-apiserver picks), when the client
-goes away, when the cache closes it (too slow), or when the gateway stops.
+Headers go out at once. Each event's encoding is made once per form (format, served version,
+PartialObjectMetadata or not) and shared by every watcher that sends the same event so. A
+watch ends at its timeout (timeoutSeconds, or a random time between --min-request-timeout and
+twice that, as kube-apiserver picks), when the client goes away, when the cache closes it (too
+slow), or when the gateway stops.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from gateway.apimachinery import status
 from gateway.apimachinery.context import prepare_response
 from gateway.auth.audit.events import record
 from gateway.endpoints.negotiation import MediaType
+from gateway.endpoints.protobuf import ProtobufError
+from gateway.endpoints.protobuf_encode import encode_object, watch_frame
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.codec import dumps
 from gateway.storage.interface import EventType, WatchEvent
@@ -46,7 +51,12 @@ class WatchEncoder:
         self.media = media
         self.transform = transform  # Table / PartialObjectMetadata conversion
         self.convert = convert
-        self._key = ("json", api_version)
+        self._protobuf = media.format == "protobuf"
+        #: A Table's first event differs from the others (its column headers); a plain
+        #: object or its PartialObjectMetadata is the same for every watcher of this form.
+        self.cacheable = transform is None or media.transform != "Table"
+        self._key = (media.format, api_version, media.transform, media.transform_version)
+        self.chunk_key = ("chunk", *self._key)
         self._first = True
 
     def bookmark(self, event: WatchEvent) -> Object:
@@ -57,18 +67,34 @@ class WatchEncoder:
 
     def encode(self, event: WatchEvent) -> bytes:
         if event.type == EventType.ERROR:
-            return _line("ERROR", _error_status(event.error))
+            return self._event("ERROR", _error_status(event.error))
         if event.type == EventType.BOOKMARK:
-            return _line("BOOKMARK", self.bookmark(event))
-        if self.transform is None:
+            bookmark = self.bookmark(event)
+            if self.transform is not None and self.cacheable:  # kube transforms it too
+                bookmark = self.transform(bookmark, False)
+            return self._event("BOOKMARK", bookmark)
+        if self.cacheable:
             cached = event.cache.get(self._key)
             if cached is None:
-                cached = event.cache[self._key] = _line(event.type.value,
-                                                        self._converted(event.object))
+                cached = event.cache[self._key] = self._event(event.type.value,
+                                                              self._shaped(event.object))
             return cached
         first, self._first = self._first, False
-        return _line(event.type.value, self.transform(self._converted(event.object) or {},
-                                                      first))
+        assert self.transform is not None
+        return self._event(event.type.value,
+                           self.transform(self._converted(event.object) or {}, first))
+
+    def _event(self, event_type: str, obj: Any) -> bytes:
+        if self._protobuf:
+            return watch_frame(event_type, encode_object(obj))
+        return _line(event_type, obj)
+
+    def _shaped(self, obj: Object | None) -> Object | None:
+        """The object in the served version, as PartialObjectMetadata when asked so."""
+        converted = self._converted(obj)
+        if self.transform is None:
+            return converted
+        return self.transform(converted or {}, False)
 
     def _converted(self, obj: Object | None) -> Object | None:
         if obj is None or self.convert is None:
@@ -193,20 +219,26 @@ class _Pusher:
             return False
         if transport.get_write_buffer_size() + self.pending_bytes > PUSH_HIGH_WATER:
             return False
+        try:
+            framed = self._framed(event)
+        except ProtobufError:  # not in the dispatcher: the pull path ends this watch with it
+            return False
         if event.type == EventType.ERROR:
             self.error = True
-        if self.encoder.transform is None and event.type not in (EventType.ERROR,
-                                                                  EventType.BOOKMARK):
-            framed = event.cache.get("json-chunk")
-            if framed is None:
-                framed = event.cache["json-chunk"] = _frame(self.encoder.encode(event))
-        else:
-            framed = _frame(self.encoder.encode(event))
         if not self.pending:
             _FLUSHER.mark(self)
         self.pending.append(framed)
         self.pending_bytes += len(framed)
         return True
+
+    def _framed(self, event: WatchEvent) -> bytes:
+        if self.encoder.cacheable and event.type not in (EventType.ERROR, EventType.BOOKMARK):
+            key = self.encoder.chunk_key  # per form: another version or format is another
+            framed = event.cache.get(key)
+            if framed is None:
+                framed = event.cache[key] = _frame(self.encoder.encode(event))
+            return framed
+        return _frame(self.encoder.encode(event))
 
     def flush(self) -> None:
         """Write what is pending (before anything else is written to this client)."""
@@ -223,7 +255,7 @@ async def stream(request: web.BaseRequest, events: Any, encoder: WatchEncoder,
                  timeout: float, stopping: asyncio.Event | None = None) -> web.StreamResponse:
     """Send ``events`` until the timeout, the end of the stream, or the client leaves."""
     response = web.StreamResponse(status=200,
-                                  headers={"Content-Type": encoder.media.content_type})
+                                  headers={"Content-Type": encoder.media.stream_content_type})
     response.enable_chunked_encoding()
     await prepare_response(request, response)  # with the filters' Cache-Control, CORS...
     request["gateway.response_started"] = True

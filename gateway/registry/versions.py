@@ -22,10 +22,15 @@ against its OpenAPI definition by the generic walker; conversion is the identity
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from gateway.apimachinery import status
+from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.objects import drop_nulls
+from gateway.apimachinery.strictjson import Findings
 from gateway.registry import fieldmanager
 from gateway.registry.resource import ResourceDef
 from gateway.schema.walk import check
@@ -40,6 +45,9 @@ class VersionLayer:
     identity: bool = True
     #: Conversion calls out: only the async methods may be used.
     remote: bool = False
+    #: Bodies decode into a Go struct (a built-in kind), not an unstructured map: duplicate
+    #: objects merge, and strict errors are told in document order.
+    typed: bool = False
 
     def __init__(self, resource: ResourceDef) -> None:
         self.resource = resource
@@ -72,8 +80,9 @@ class VersionLayer:
 
 
 class StrictDecodingError(status.StatusError):
-    """Unknown fields under fieldValidation=Strict (400). A create or an update names the
-    kind it could not decode (kube's transformDecodeError); a patch does not."""
+    """Strict decoding errors under fieldValidation=Strict (kube's strictDecodingError). A
+    create or an update names the kind it could not decode (kube's transformDecodeError); a
+    JSON, merge or strategic merge patch makes it a 422 about the patch."""
 
     def __init__(self, message: str) -> None:
         super().__init__(400, "BadRequest", message)
@@ -82,21 +91,55 @@ class StrictDecodingError(status.StatusError):
         return status.bad_request(f'{kind} in version "{version}" cannot be handled as a '
                                   f"{kind}: {self.message}")
 
+    def for_patch(self, value: str) -> status.StatusError:
+        """kube's NewInvalid for the field "patch" with ``value`` (the patched object's JSON,
+        or the strategic merge patch as Go prints its map)."""
+        return status.invalid("", "", [status.Cause(
+            "FieldValueInvalid", f"Invalid value: {go_quote(value)}: {self.message}", "patch")])
 
-def unknown_fields(paths: list[str], field_validation: str, warnings: list[str]) -> None:
-    """Fields a version does not know, as kube reports them: a 400 under Strict, warnings
-    under Warn (the default), nothing under Ignore."""
-    if not paths or field_validation == "Ignore":
+
+#: What strict decoding found in the body of the write being served (duplicate fields, a
+#: JSON patch's unknown fields), for the version layer to report with its unknown fields.
+_FINDINGS: ContextVar[Findings | None] = ContextVar("strict_findings", default=None)
+
+
+@contextmanager
+def reporting(findings: Findings) -> Iterator[None]:
+    """Have the decoding checks of the write served in this block report ``findings``."""
+    if not findings:
+        yield
         return
-    messages = [f'unknown field "{path}"' for path in paths]
+    token = _FINDINGS.set(findings)
+    try:
+        yield
+    finally:
+        _FINDINGS.reset(token)
+
+
+def unknown_fields(paths: list[str], field_validation: str, warnings: list[str], *,
+                   typed: bool = False) -> None:
+    """Fields a version does not know, with what strict decoding found in the body, as kube
+    reports them: a 400 under Strict, warnings under Warn (the default), nothing under
+    Ignore. ``typed``: the body was decoded into a Go struct (document order)."""
+    findings = _FINDINGS.get()
+    if field_validation == "Ignore" or not (paths or findings):
+        return
+    if findings:
+        messages = findings.ordered(paths, typed=typed)
+    else:
+        messages = [f"unknown field {go_quote(path)}" for path in paths]
     if field_validation == "Strict":
         raise StrictDecodingError("strict decoding error: " + ", ".join(messages))
-    warnings.extend(messages)
+    for message in messages:
+        if message not in warnings:  # kube's warning recorder keeps each text once
+            warnings.append(message)
 
 
 class BuiltinVersion(VersionLayer):
     """A built-in resource: Go's decoding of its known type, as the generic walker mimics it
     (nulls dropped, unknown fields reported, type errors refused)."""
+
+    typed = True
 
     def decode(self, obj: Object, field_validation: str, warnings: list[str], *,
                defaults: bool = True) -> None:
@@ -107,4 +150,4 @@ class BuiltinVersion(VersionLayer):
             raise status.bad_request(
                 f'{resource.kind} in version "{resource.version}" cannot be handled as a '
                 f"{resource.kind}: {'; '.join(result.errors)}")
-        unknown_fields(result.unknown, field_validation, warnings)
+        unknown_fields(result.unknown, field_validation, warnings, typed=True)

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.support.api import CM, configmap, expect_status, rv
+from tests.support.api import CM, ROOT_CA, configmap, expect_status, rv
 from tests.support.gateway import GatewayProcess
 
 pytestmark = pytest.mark.slow
@@ -50,10 +50,11 @@ def test_chunking_keeps_one_revision_and_counts_what_remains(api, ns):
         if not token:
             assert "remainingItemCount" not in page["metadata"]
             break
-        assert page["metadata"]["remainingItemCount"] == 400 - len(seen)
+        # 400 and the root CA every namespace holds
+        assert page["metadata"]["remainingItemCount"] == 401 - len(seen)
         if pages == 3:  # writes while paging do not show up in the pinned snapshot
             assert api.post(path, configmap("zzz-late"))[0] == 201
-    assert seen == [f"c-{i:03d}" for i in range(400)]
+    assert seen == [f"c-{i:03d}" for i in range(400)] + [ROOT_CA]
     assert pages == 24
 
 
@@ -224,10 +225,11 @@ def test_label_selectors(api, ns):
     for name, labels in (("a", {"env": "prod", "tier": "web"}), ("b", {"env": "dev"}),
                          ("c", {"tier": "db"}), ("d", {})):
         api.post(path, configmap(name, labels=labels))
+    # the root CA every namespace holds has no labels
     cases = {
-        "env=prod": ["a"], "env==prod": ["a"], "env!=prod": ["b", "c", "d"],
-        "env in (prod,dev)": ["a", "b"], "env notin (prod)": ["b", "c", "d"],
-        "tier": ["a", "c"], "!tier": ["b", "d"], "env=prod,tier=web": ["a"],
+        "env=prod": ["a"], "env==prod": ["a"], "env!=prod": ["b", "c", "d", ROOT_CA],
+        "env in (prod,dev)": ["a", "b"], "env notin (prod)": ["b", "c", "d", ROOT_CA],
+        "tier": ["a", "c"], "!tier": ["b", "d", ROOT_CA], "env=prod,tier=web": ["a"],
     }
     for selector, expected in cases.items():
         code, listed = api.get(f"{path}?labelSelector={quote(selector)}")
@@ -244,7 +246,7 @@ def test_field_selectors(api, ns):
     assert names(listed["items"]) == ["two"]
     code, listed = api.get(f"/api/v1/configmaps?fieldSelector=metadata.namespace%3D{ns},"
                            "metadata.name!%3Done")
-    assert names(listed["items"]) == ["two"]
+    assert names(listed["items"]) == [ROOT_CA, "two"]
     secrets = f"/api/v1/namespaces/{ns}/secrets"
     api.post(secrets, {"metadata": {"name": "opaque"}, "stringData": {"a": "b"}})
     api.post(secrets, {"metadata": {"name": "basic"}, "type": "kubernetes.io/basic-auth",
@@ -329,11 +331,11 @@ def test_watch_from_unset_resource_version_starts_with_the_current_state(api, ga
     path = CM.format(ns=ns)
     assert api.post(path, configmap("existing"))[0] == 201
     with watching(gateway, f"{path}?watch=1") as next_event:
-        events = [next_event()]  # the current state first
+        events = [next_event(), next_event()]  # the current state first (with the root CA)
         assert api.post(path, configmap("later"))[0] == 201
         events.append(next_event())
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "existing"), ("ADDED", "later")]
+        ("ADDED", "existing"), ("ADDED", ROOT_CA), ("ADDED", "later")]
     assert all(e["object"]["apiVersion"] == "v1" and e["object"]["kind"] == "ConfigMap"
                for e in events)
 
@@ -385,7 +387,9 @@ def test_watch_timeout_seconds_ends_the_stream(gateway, ns):
         body = response.read()  # to the end of the stream: the server closes it
     finally:
         response.close()
-    assert body == b""
+    # the current state (the root CA every namespace holds), and nothing after it
+    assert [json.loads(line)["object"]["metadata"]["name"] for line in body.splitlines()] == [
+        ROOT_CA]
     # a lower bound only: the server held the stream open for its timeoutSeconds
     assert time.monotonic() - started >= 0.9
 
@@ -396,12 +400,12 @@ def test_watch_list_stream(api, gateway, ns):
         assert api.post(path, configmap(name))[0] == 201
     with watching(gateway, f"{path}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
                            "&resourceVersionMatch=NotOlderThan") as next_event:
-        events = [next_event() for _ in range(3)]  # the initial state, then its bookmark
+        events = [next_event() for _ in range(4)]  # the initial state, then its bookmark
         assert api.post(path, configmap("c"))[0] == 201
         events.append(next_event())
     assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
-        ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c")]
-    mark = events[2]["object"]
+        ("ADDED", "a"), ("ADDED", "b"), ("ADDED", ROOT_CA), ("BOOKMARK", None), ("ADDED", "c")]
+    mark = events[3]["object"]
     assert mark["kind"] == "ConfigMap" and mark["apiVersion"] == "v1"
     assert mark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
-    assert int(mark["metadata"]["resourceVersion"]) >= rv(events[1]["object"])
+    assert int(mark["metadata"]["resourceVersion"]) >= max(rv(e["object"]) for e in events[:3])

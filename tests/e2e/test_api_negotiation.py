@@ -10,7 +10,7 @@ import urllib.error
 import pytest
 import yaml
 
-from tests.support.api import API, CM, configmap, expect_status
+from tests.support.api import API, CM, ROOT_CA, configmap, expect_status
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,8 @@ AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryLi
 @pytest.fixture(scope="module")
 def preloaded(api: API) -> str:
     """One namespace for the whole module, holding ConfigMaps "one" (labelled x=y, two keys)
-    and "two"; the tests here only read it (or add objects of other kinds)."""
+    and "two" (and the root CA every namespace holds); the tests here only read it (or add
+    objects of other kinds)."""
     name = api.namespace()
     for made in (configmap("one", labels={"x": "y"}, a="1", b="2"), configmap("two")):
         code, body = api.post(CM.format(ns=name), made)
@@ -41,9 +42,13 @@ def test_yaml(gateway, preloaded):
     assert yaml.safe_load(response.read())["data"] == {"a": "1", "b": "2"}
 
 
-def test_protobuf_is_answered_in_json_and_nothing_acceptable_is_406(api, gateway, preloaded):
+def test_protobuf_when_asked_first_and_nothing_acceptable_is_406(api, gateway, preloaded):
     response = raw(gateway, f"{CM.format(ns=preloaded)}/one",
                    "application/vnd.kubernetes.protobuf, application/json")
+    assert response.headers["Content-Type"] == "application/vnd.kubernetes.protobuf"
+    assert response.read().startswith(b"k8s\x00")
+    response = raw(gateway, f"{CM.format(ns=preloaded)}/one",
+                   "application/json, application/vnd.kubernetes.protobuf")
     assert response.headers["Content-Type"] == "application/json"
     assert json.loads(response.read())["metadata"]["name"] == "one"
     # kube lists its serializers (negotiation.NewNotAcceptableError)
@@ -96,14 +101,14 @@ def test_table_columns_of_other_resources(api, gateway, preloaded):
 def test_table_watch_events(gateway, preloaded):
     response = raw(gateway, f"{CM.format(ns=preloaded)}?watch=1&resourceVersion=0", TABLE)
     try:
-        events = [json.loads(response.readline()) for _ in range(2)]  # the two there are
+        events = [json.loads(response.readline()) for _ in range(3)]  # the three there are
     finally:
         response.close()
-    assert [e["type"] for e in events] == ["ADDED", "ADDED"]
+    assert [e["type"] for e in events] == ["ADDED", "ADDED", "ADDED"]
     assert all(e["object"]["kind"] == "Table" for e in events)
     assert "columnDefinitions" in events[0]["object"]
     assert all("columnDefinitions" not in e["object"] for e in events[1:])
-    assert {e["object"]["rows"][0]["cells"][0] for e in events} == {"one", "two"}
+    assert {e["object"]["rows"][0]["cells"][0] for e in events} == {"one", "two", ROOT_CA}
 
 
 def test_partial_object_metadata(api, gateway, preloaded):
@@ -112,7 +117,7 @@ def test_partial_object_metadata(api, gateway, preloaded):
     assert one["metadata"]["labels"] == {"x": "y"}
     listed = json.loads(raw(gateway, CM.format(ns=preloaded), POML).read())
     assert listed["kind"] == "PartialObjectMetadataList"
-    assert {i["metadata"]["name"] for i in listed["items"]} == {"one", "two"}
+    assert {i["metadata"]["name"] for i in listed["items"]} == {"one", "two", ROOT_CA}
     # a list cannot be one object's metadata, nor one object a list (kube names the internal
     # Go type it has in hand)
     expect_status(api.get(CM.format(ns=preloaded), Accept=POM), 406, "NotAcceptable",

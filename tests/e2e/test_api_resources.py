@@ -151,7 +151,7 @@ def test_services(api, ns):
     spec = made["spec"]
     assert (spec["type"], spec["sessionAffinity"]) == ("ClusterIP", "None")
     assert spec["ports"][0] == {"port": 80, "targetPort": "http", "protocol": "TCP"}
-    assert "clusterIP" not in spec, "no cluster IP is allocated"
+    assert spec["clusterIP"].startswith("10.0.0."), "a cluster IP is allocated"
     code, ext = api.post(path, {"metadata": {"name": "ext"}, "spec": {
         "type": "ExternalName", "externalName": "db.example.com"}})
     assert code == 201 and ext["spec"]["externalName"] == "db.example.com"

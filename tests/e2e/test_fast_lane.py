@@ -141,6 +141,8 @@ def _normalized(answer: Answer, client_id: str | None) -> tuple:
 
 
 ALICE = {"Authorization": "Bearer alice-token"}
+#: What client-go based controllers send: their errors come back in protobuf.
+PROTOBUF_FIRST = "application/vnd.kubernetes.protobuf, application/json"
 
 #: (name, method, path, headers, status, taken by the lane)
 CASES = [
@@ -165,6 +167,12 @@ CASES = [
     ("deadline", "GET", f"{FLUNDERS}/kept/slow?seconds=5&timeout=1s", ALICE, 504, True),
     ("bad token", "GET", FLUNDERS, {"Authorization": "Bearer nobody"}, 401, True),
     ("no RBAC", "GET", FLUNDERS, {"Authorization": "Bearer bob-token"}, 403, True),
+    ("bad token, protobuf asked", "GET", FLUNDERS,
+     {"Authorization": "Bearer nobody", "Accept": PROTOBUF_FIRST}, 401, True),
+    ("no RBAC, protobuf asked", "GET", FLUNDERS,
+     {"Authorization": "Bearer bob-token", "Accept": PROTOBUF_FIRST}, 403, True),
+    ("deadline, protobuf asked", "GET", f"{FLUNDERS}/kept/slow?seconds=5&timeout=1s",
+     {**ALICE, "Accept": PROTOBUF_FIRST}, 504, True),
     ("anonymous", "GET", FLUNDERS, {}, 403, True),
     ("declined: claimed identity", "GET", f"{FLUNDERS}/kept/whoami",
      {**ALICE, "X-Remote-User": "mallory"}, 200, False),

@@ -112,7 +112,9 @@ def test_get_output_formats(gateway, ns):
     assert yaml.safe_load(k(gateway, "get", "cm", "out", "-n", ns, "-o", "yaml"))["data"] == {
         "k": "v"}
     assert k(gateway, "get", "cm", "out", "-n", ns, "-o", "jsonpath={.data.k}") == "v"
-    assert k(gateway, "get", "cm", "-n", ns, "-o", "name").split() == ["configmap/out"]
+    # with the root CA every namespace holds
+    assert k(gateway, "get", "cm", "-n", ns, "-o", "name").split() == [
+        "configmap/kube-root-ca.crt", "configmap/out"]
     k(gateway, "create", "service", "clusterip", "wide", "-n", ns, "--tcp=443")
     wide = k(gateway, "get", "svc", "wide", "-n", ns, "-o", "wide").split("\n")
     assert wide[0].split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE",
@@ -205,7 +207,9 @@ def test_label_and_annotate(gateway, ns):
     assert meta["labels"] == {"tier": "web"} and meta["annotations"] == {"owner": "team"}
     assert k(gateway, "get", "cm", "-n", ns, "-l", "tier=web", "-o", "name").split() == [
         "configmap/tagged"]
-    assert k(gateway, "get", "cm", "-n", ns, "-l", "tier!=web", "-o", "name").split() == []
+    # != matches what has no such label: only the root CA every namespace holds
+    assert k(gateway, "get", "cm", "-n", ns, "-l", "tier!=web", "-o", "name").split() == [
+        "configmap/kube-root-ca.crt"]
     k(gateway, "label", "cm", "tagged", "-n", ns, "tier-")
     assert get_json(gateway, "cm", "tagged", "-n", ns)["metadata"].get("labels", {}) == {}
 
@@ -230,7 +234,8 @@ def test_get_watch_output_watch_events(gateway, ns):
         k(gateway, "delete", "cm", "watched", "-n", ns)
         out.wait_for(lambda line: line.startswith("DELETED"))
     events = [line.split()[:3] for line in out.seen]
-    assert events == [["EVENT", "NAME", "DATA"], ["ADDED", "watched", "0"],
+    assert events == [["EVENT", "NAME", "DATA"], ["ADDED", "kube-root-ca.crt", "1"],
+                      ["ADDED", "watched", "0"],
                       ["MODIFIED", "watched", "0"], ["DELETED", "watched", "0"]]
 
 

@@ -25,8 +25,9 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
-from tests.support.api import configmap
+from tests.support.api import ROOT_CA, configmap
 from tests.support.gateway import GatewayProcess
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -174,7 +175,9 @@ def test_list_with_label_and_field_selectors(core, ns):
         core.create_namespaced_config_map(ns, cm(name, labels))
     assert names(core.list_namespaced_config_map(ns, label_selector="env=prod").items) == ["a"]
     assert names(core.list_namespaced_config_map(ns, label_selector="env").items) == ["a", "b"]
-    assert names(core.list_namespaced_config_map(ns, label_selector="!env").items) == ["c"]
+    # and the root CA every namespace holds has no such label either
+    assert names(core.list_namespaced_config_map(ns, label_selector="!env").items) == [
+        "c", ROOT_CA]
     assert names(core.list_namespaced_config_map(
         ns, field_selector="metadata.name=b").items) == ["b"]
     listed = core.list_config_map_for_all_namespaces(
@@ -196,8 +199,8 @@ def test_list_pages_with_limit_and_continue(core, ns):
             break
         if len(pages) == 1:  # not in the snapshot the pages were cut from
             core.create_namespaced_config_map(ns, cm("page-9-late"))
-    assert pages == [["page-0", "page-1"], ["page-2", "page-3"], ["page-4"]]
-    assert remaining == [3, 1, None]
+    assert pages == [[ROOT_CA, "page-0"], ["page-1", "page-2"], ["page-3", "page-4"]]
+    assert remaining == [4, 2, None]
     assert len(versions) == 1, "every page is from one revision"
 
 
@@ -304,7 +307,8 @@ def test_dynamic_client_discovers_and_round_trips(dyn, ns):
     got = configmaps.get(name="dyn", namespace=ns)
     assert got.metadata.uid == made.metadata.uid
     listed = configmaps.get(namespace=ns)
-    assert listed.kind == "ConfigMapList" and [i.metadata.name for i in listed.items] == ["dyn"]
+    assert listed.kind == "ConfigMapList" and [i.metadata.name for i in listed.items] == [
+        "dyn", ROOT_CA]
 
     lease = lease_type.create(namespace=ns, body={
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "dl"},
@@ -406,6 +410,9 @@ def test_watch_from_a_compacted_resource_version_raises_410(tmp_path):
     core = client.CoreV1Api(api)
     ns = f"py-{uuid.uuid4().hex[:8]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    # the root CA the namespace gets is there before the restart, not a write after it
+    eventually(lambda: ROOT_CA in names(core.list_namespaced_config_map(ns).items),
+               what="the root CA")
     old = core.create_namespaced_config_map(ns, cm("before"))
     core.create_namespaced_config_map(ns, cm("last-before-restart"))
     first.stop()
@@ -451,7 +458,7 @@ def test_watch_from_a_compacted_resource_version_raises_410(tmp_path):
         # a relist gives a resourceVersion that can be watched from: the first event is the
         # next write, nothing older
         fresh = core.list_namespaced_config_map(ns)
-        assert names(fresh.items) == ["after", "before", "last-before-restart"]
+        assert names(fresh.items) == ["after", "before", ROOT_CA, "last-before-restart"]
         stream = watch.Watch()
         events = stream.stream(core.list_namespaced_config_map, ns,
                                resource_version=fresh.metadata.resource_version,
@@ -495,7 +502,7 @@ def test_lightkube_create_get_patch_list_delete(light, ns):
 
 def test_lightkube_watch_sees_added_and_modified(light, ns):
     listed = light.list(ConfigMap, namespace=ns)
-    assert list(listed) == []
+    assert [c.metadata.name for c in listed] == [ROOT_CA]
     since = listed.resourceVersion
 
     light.create(ConfigMap(metadata=ObjectMeta(name="watched", namespace=ns), data={"v": "1"}))

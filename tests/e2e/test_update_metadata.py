@@ -66,6 +66,7 @@ def test_a_patch_cannot_change_the_uid(api: API, ns: str, content_type: str, pat
                            "message": f'Invalid value: "{other}": field is immutable',
                            "field": "metadata.uid"}])
     code, current = api.get(f"{CM.format(ns=ns)}/cm")
+    assert code == 200
     assert current["metadata"]["uid"] == obj["metadata"]["uid"]
     assert current["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
 

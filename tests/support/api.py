@@ -7,8 +7,11 @@ import uuid
 from typing import Any
 
 from tests.support.gateway import GatewayProcess
+from tests.support.wait import eventually
 
 CM = "/api/v1/namespaces/{ns}/configmaps"
+#: The ConfigMap every namespace holds (kube-controller-manager's root-ca-cert-publisher).
+ROOT_CA = "kube-root-ca.crt"
 
 
 class API:
@@ -45,7 +48,16 @@ class API:
         name = f"t-{uuid.uuid4().hex[:8]}"
         code, body = self.post("/api/v1/namespaces", {"metadata": {"name": name}})
         assert code == 201, body
+        self.wait_for_defaults(name)
         return name
+
+    def wait_for_defaults(self, namespace: str) -> None:
+        """Until the controllers have put the ``default`` ServiceAccount and the
+        ``kube-root-ca.crt`` ConfigMap in the namespace, as kube's e2e framework waits for
+        both: what a test then lists in it is the same every time."""
+        for path in (f"/api/v1/namespaces/{namespace}/serviceaccounts/default",
+                     f"{CM.format(ns=namespace)}/{ROOT_CA}"):
+            eventually(lambda path=path: self.get(path)[0] == 200, what=f"{path} to exist")
 
     def watch(self, path: str, *, max_events: int = 100, timeout: float = 10,
               headers: dict[str, str] | None = None) -> list[dict[str, Any]]:

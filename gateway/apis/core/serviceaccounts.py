@@ -64,7 +64,7 @@ def token_request_handler(accounts: RESTStore, tokens: ServiceAccountTokens,
     async def handle(request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if info.verb != "create":
             raise status.method_not_allowed(info.verb, "serviceaccounts/token")
-        media = negotiate(request)
+        media = negotiate(request, protobuf=True)
         token_request = await read_typed_body(request, "TokenRequest",
                                               "authentication.k8s.io/v1",
                                               {"$ref": TOKEN_REQUEST})

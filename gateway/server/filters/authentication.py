@@ -7,7 +7,7 @@ a front-proxy header is never trusted past this point.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import structlog
 from aiohttp import web
@@ -17,6 +17,7 @@ from gateway.apimachinery import status
 from gateway.apimachinery.context import USER
 from gateway.auth.authn import Authenticator, authenticate
 from gateway.auth.authn.requestheader import RequestHeaderConfig
+from gateway.endpoints.negotiation import status_response
 from gateway.server.genericapiserver import Handler
 
 log = structlog.get_logger(__name__)
@@ -26,11 +27,13 @@ def unauthorized() -> status.StatusError:
     return status.StatusError(401, "Unauthorized", "Unauthorized")
 
 
-def authentication_failed(errors: list[Exception] | None) -> web.Response:
-    """The 401 for a request no authenticator vouched for; why goes to the log only."""
+def authentication_failed(errors: list[Exception] | None,
+                          headers: Mapping[str, str] | None = None) -> web.Response:
+    """The 401 for a request no authenticator vouched for, in the representation its headers
+    negotiate (JSON without them); why goes to the log only."""
     log.info("unable to authenticate the request",
              reasons=[str(e) for e in errors or ()] or ["no credentials"])
-    return unauthorized().response()
+    return status_response(headers or {}, unauthorized())
 
 
 def credential_header_test(front_proxy: RequestHeaderConfig | None) -> \
@@ -78,7 +81,7 @@ def with_authentication(handler: Handler, authenticators: list[Authenticator], *
         if result is None:
             if on_failure is not None:
                 on_failure(request)
-            return authentication_failed(request.get("gateway.authn_errors"))
+            return authentication_failed(request.get("gateway.authn_errors"), request.headers)
         clean = _cleaned(request, front_proxy, is_credential)
         clean[USER] = result.user
         return await handler(clean)

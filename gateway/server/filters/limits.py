@@ -18,6 +18,7 @@ from gateway.apimachinery.context import REQUEST_INFO, request_user, response_he
 from gateway.apimachinery.gowords import parse_duration
 from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import UserInfo
+from gateway.endpoints.negotiation import status_response
 from gateway.server.genericapiserver import Handler
 
 
@@ -146,13 +147,15 @@ def with_timeout(handler: Handler, default: float) -> Handler:
 
 def with_cache_control(handler: Handler) -> Handler:
     """API responses are not to be cached unless a handler says otherwise: set before the
-    handler runs, so a streamed response (a watch, a proxied one) carries it too."""
+    handler runs, so a streamed response (a watch, a proxied one) carries it too. A Status
+    error raised below becomes its response here, in the representation the request
+    negotiates (protobuf for a client that asked for it first, as kube's ErrorNegotiated)."""
 
     async def cache_control_filter(request: web.BaseRequest) -> web.StreamResponse:
         response_headers(request)["Cache-Control"] = "no-cache, private"
         try:
             return await handler(request)
         except status.StatusError as err:
-            return err.response()
+            return status_response(request.headers, err)
 
     return cache_control_filter

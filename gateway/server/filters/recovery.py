@@ -15,6 +15,7 @@ import structlog
 from aiohttp import web
 
 from gateway.apimachinery import status
+from gateway.endpoints.negotiation import status_response
 from gateway.server.genericapiserver import Handler
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
@@ -28,9 +29,9 @@ def with_panic_recovery(handler: Handler) -> Handler:
         try:
             response = await handler(request)
         except status.StatusError as err:
-            response = err.response()
+            response = status_response(request.headers, err)
         except StorageError as err:
-            response = from_storage_error(err).response()
+            response = status_response(request.headers, from_storage_error(err))
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception:
