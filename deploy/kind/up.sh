@@ -155,27 +155,8 @@ done
 [[ -n $port ]] || die "port-forward did not start: $(cat "$STATE_DIR/port-forward.log")"
 gw() { kc --server "https://127.0.0.1:$port" "$@"; }
 
-# The gateway checks an APIService's Service in its own API, as kube-aggregator checks the
-# cluster's: tell it about the example's Service. An ExternalName Service needs no Endpoints;
-# the gateway dials wardle-apiserver.wardle.svc, which the cluster's DNS answers.
-gw apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: $EXAMPLE_NAMESPACE
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: $EXAMPLE_NAME
-  namespace: $EXAMPLE_NAMESPACE
-spec:
-  type: ExternalName
-  externalName: $EXAMPLE_NAME.$EXAMPLE_NAMESPACE.svc.cluster.local
-  ports:
-    - name: https
-      port: 443
-EOF
+# The chart's registration job has put the example's APIService, and its Service (which the
+# gateway checks, as kube-aggregator checks the cluster's), into the gateway.
 if ! gw wait --for=condition=Available "apiservice/$APISERVICE" --timeout=180s; then
   gw get apiservice "$APISERVICE" -o yaml >&2 || true
   die "$APISERVICE did not become Available"

@@ -127,14 +127,20 @@ def container(manifests: list[dict[str, Any]], kind: str = "Deployment") -> dict
     return one(manifests, kind)["spec"]["template"]["spec"]["containers"][0]
 
 
-def embedded_apiservices(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The APIService objects the registration job applies into the gateway."""
+def embedded_objects(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the registration job applies into the gateway: Namespaces and Services of the
+    backends, then their APIServices."""
     configmaps = [m for m in find(manifests, "ConfigMap")
                   if m["metadata"]["name"].endswith("-apiservices")]
     if not configmaps:
         return []
     text = configmaps[0]["data"]["apiservices.yaml"]
     return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def embedded_apiservices(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The APIService objects the registration job applies into the gateway."""
+    return [o for o in embedded_objects(manifests) if o["kind"] == "APIService"]
 
 
 # -- what a pod sees --------------------------------------------------------------------------
@@ -173,12 +179,16 @@ def _volume_files(volume: dict[str, Any], manifests: list[dict[str, Any]]
 
 
 def materialize(manifests: list[dict[str, Any]], root: Path, *, kind: str = "Deployment",
-                pod_ip: str = "10.244.0.7") -> tuple[list[str], dict[str, str]]:
+                pod_ip: str = "10.244.0.7", container_name: str | None = None
+                ) -> tuple[list[str], dict[str, str]]:
     """Lay out the container's mounts under ``root`` (Secret and ConfigMap volumes written as
     files, other volumes as empty directories) and return its arguments and environment with
-    every mounted path moved under ``root`` and $(VAR)s expanded."""
+    every mounted path moved under ``root`` and $(VAR)s expanded. The container is the first
+    one, or the (init) container named ``container_name``."""
     pod = one(manifests, kind)["spec"]["template"]["spec"]
-    spec = pod["containers"][0]
+    spec = pod["containers"][0] if container_name is None else next(
+        c for c in pod.get("initContainers", []) + pod["containers"]
+        if c["name"] == container_name)
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     env = {"POD_IP": pod_ip}
     for var in spec.get("env", []):

@@ -114,10 +114,27 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
 
 def run_registration_job(deployed: Deployed, manifests: list[dict[str, Any]], name: str
                          ) -> subprocess.CompletedProcess[str]:
-    """The rendered job's kubectl command line, against the gateway: its volumes laid out as
-    files, the rendered kubeconfig pointed at the test's port."""
+    """The rendered job's kubectl command lines (its init containers', then its own),
+    against the gateway: its volumes laid out as files, the rendered kubeconfig pointed at
+    the test's port. The first that fails is the answer."""
     root = deployed.workdir / name
+    pod = helm.one(manifests, "Job")["spec"]["template"]["spec"]
+    for init in pod.get("initContainers", []):
+        assert init["command"] == ["kubectl"]
+        args, _ = helm.materialize(manifests, root, kind="Job", container_name=init["name"])
+        _point_at_the_gateway(deployed, root)
+        result = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            return result
     args, _ = helm.materialize(manifests, root, kind="Job")
+    _point_at_the_gateway(deployed, root)
+    container = helm.container(manifests, "Job")
+    assert container["command"] == ["kubectl"]
+    return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=120)
+
+
+def _point_at_the_gateway(deployed: Deployed, root: Path) -> None:
+    """The rendered kubeconfig, pointed at the test's port, with its files under ``root``."""
     kubeconfig_path = root / "etc/gateway/registration/kubeconfig"
     kubeconfig = yaml.safe_load(kubeconfig_path.read_text())
     cluster = kubeconfig["clusters"][0]["cluster"]
@@ -127,9 +144,6 @@ def run_registration_job(deployed: Deployed, manifests: list[dict[str, Any]], na
     user = kubeconfig["users"][0]["user"]
     user["tokenFile"] = str(root / user["tokenFile"].lstrip("/"))
     kubeconfig_path.write_text(yaml.safe_dump(kubeconfig))
-    container = helm.container(manifests, "Job")
-    assert container["command"] == ["kubectl"]
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=120)
 
 
 def store_release_secrets(deployed: Deployed) -> list[dict[str, Any]]:
@@ -143,6 +157,19 @@ def store_release_secrets(deployed: Deployed) -> list[dict[str, Any]]:
         input=yaml.safe_dump_all(secrets), capture_output=True, text=True, timeout=60)
     assert apply.returncode == 0, apply.stderr
     return secrets
+
+
+def backend_services(deployed: Deployed) -> list[str]:
+    """namespace/name of the backends' Services the job registered in the gateway."""
+    items = json.loads(deployed.kubectl(
+        "get", "services", "--all-namespaces", "-l", "app.kubernetes.io/component=apiservice",
+        "-o", "json").stdout)["items"]
+    return sorted(f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in items)
+
+
+def availability_reason(deployed: Deployed, name: str) -> str:
+    conditions = registered(deployed)[name].get("status", {}).get("conditions", [])
+    return next((c.get("reason", "") for c in conditions if c["type"] == "Available"), "")
 
 
 def registered(deployed: Deployed) -> dict[str, dict[str, Any]]:
@@ -227,6 +254,12 @@ def test_registration_applies_prunes_and_lookup_keeps_the_keys(deployed: Deploye
     assert wardle["service"] == {"name": "wardle", "namespace": "wardle", "port": 443}
     assert wardle["caBundle"] == VALUES["apiServices"][0]["caBundle"]
     assert services["v1beta1.metrics.example.com"]["spec"]["insecureSkipTLSVerify"] is True
+    # their Services are in the gateway too, so availability is checked against the backend
+    # (which does not run here), not refused for want of a Service
+    assert backend_services(deployed) == sorted(
+        f"{e['service']['namespace']}/{e['service']['name']}" for e in VALUES["apiServices"])
+    eventually(lambda: availability_reason(deployed, "v1alpha1.wardle.example.com") not in
+               ("", "ServiceNotFound"), timeout=30, what="a check past the Service")
 
     secrets = store_release_secrets(deployed)
 
@@ -245,12 +278,15 @@ def test_registration_applies_prunes_and_lookup_keeps_the_keys(deployed: Deploye
         second = run_registration_job(deployed, upgraded, "job-upgrade")
         assert second.returncode == 0, second.stderr
         assert sorted(registered(deployed)) == GROUPS[:1]
+        kept = VALUES["apiServices"][0]["service"]
+        assert backend_services(deployed) == [f"{kept['namespace']}/{kept['name']}"]
 
         emptied = helm.manifests_of(helm.render_files(
             {**VALUES, "apiServices": []}, upgrade=True, config=config))
         third = run_registration_job(deployed, emptied, "job-empty")
         assert third.returncode == 0, third.stderr
         assert registered(deployed) == {}
+        assert backend_services(deployed) == []
     finally:
         config.close()
     # the gateway's own APIServices were never touched

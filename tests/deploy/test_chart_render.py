@@ -259,10 +259,24 @@ def test_apiservices_from_values_are_applied_into_the_gateway_by_a_hook_job() ->
     assert kubectl["args"][:4] == ["apply", "--filename=/etc/gateway/registration/apiservices.yaml",
                                    "--prune",
                                    "--prune-allowlist=apiregistration.k8s.io/v1/APIService"]
+    # each backend's Service exists in the gateway too (its availability check looks there),
+    # as an ExternalName the cluster's DNS answers; namespaces once each
+    backends = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+                for o in helm.embedded_objects(manifests) if o["kind"] != "APIService"}
+    expected = {("Namespace", "", s["service"]["namespace"]) for s in values["apiServices"]} | {
+        ("Service", s["service"]["namespace"], s["service"]["name"])
+        for s in values["apiServices"]}
+    assert set(backends) == expected
+    for entry in values["apiServices"]:
+        service = backends["Service", entry["service"]["namespace"], entry["service"]["name"]]
+        assert service["spec"] == {
+            "type": "ExternalName",
+            "externalName": f"{entry['service']['name']}.{entry['service']['namespace']}.svc",
+            "ports": [{"name": "https", "port": entry["service"].get("port", 443)}]}
     assert "--selector=app.kubernetes.io/instance=gw,app.kubernetes.io/component=apiservice" \
         in kubectl["args"]
     assert all(o["metadata"]["labels"]["app.kubernetes.io/component"] == "apiservice"
-               for o in objects)
+               for o in helm.embedded_objects(manifests))
     assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
@@ -270,7 +284,8 @@ def test_without_apiservices_no_job_runs_on_install_and_an_upgrade_deletes_them(
     assert not helm.find(helm.render({}), "Job")
     job = helm.one(helm.render({}, upgrade=True), "Job")
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:3] == ["delete", "apiservices.apiregistration.k8s.io", "--ignore-not-found"]
+    assert args[:4] == ["delete", "apiservices.apiregistration.k8s.io,services",
+                        "--all-namespaces", "--ignore-not-found"]
 
 
 def test_network_policy_opens_the_https_port_and_can_restrict_egress() -> None:

@@ -68,7 +68,7 @@ def validate(obj: dict[str, Any]) -> None:
 
 def objects(values: dict[str, Any]) -> list[dict[str, Any]]:
     manifests = helm.render(values)
-    return manifests + helm.embedded_apiservices(manifests) + helm.render(values, upgrade=True)
+    return manifests + helm.embedded_objects(manifests) + helm.render(values, upgrade=True)
 
 
 @pytest.mark.parametrize("name", COMBINATIONS)
