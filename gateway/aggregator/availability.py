@@ -37,6 +37,7 @@ from gateway.aggregator.routes import DEFAULT_SERVICE_PORT
 from gateway.apimachinery import status
 from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.gowords import go_quote
+from gateway.controllers.workqueue import WorkQueue
 from gateway.registry.follow import follow
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import KeyNotFoundError, StorageError
@@ -58,7 +59,6 @@ ATTEMPT_DEADLINE = 6.0
 AGGREGATOR_USER = "system:kube-aggregator"
 AGGREGATOR_GROUP = "system:masters"
 #: Rate-limited re-checks: 5 ms doubling up to 30 s per APIService (kube's item limiter).
-BACKOFF_BASE = 0.005
 BACKOFF_MAX = 30.0
 
 
@@ -70,56 +70,6 @@ class Unavailable(Exception):
         self.status = status_value
         self.reason = reason
         self.message = message
-
-
-class _WorkQueue:
-    """client-go's work queue: an item waits once however often it is added, and is never
-    handled by two workers at once (added while being handled: handled again after)."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._dirty: set[str] = set()
-        self._processing: set[str] = set()
-        self._failures: dict[str, int] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-
-    def add(self, name: str) -> None:
-        if name in self._dirty:
-            return
-        self._dirty.add(name)
-        if name not in self._processing:
-            self._queue.put_nowait(name)
-
-    async def get(self) -> str:
-        name = await self._queue.get()
-        self._dirty.discard(name)
-        self._processing.add(name)
-        return name
-
-    def done(self, name: str) -> None:
-        self._processing.discard(name)
-        if name in self._dirty:
-            self._queue.put_nowait(name)
-
-    def add_rate_limited(self, name: str) -> None:
-        failures = self._failures.get(name, 0)
-        self._failures[name] = failures + 1
-        delay = min(BACKOFF_BASE * (2 ** min(failures, 32)), BACKOFF_MAX)
-        if name in self._timers:
-            return
-        self._timers[name] = asyncio.get_running_loop().call_later(delay, self._fire, name)
-
-    def _fire(self, name: str) -> None:
-        self._timers.pop(name, None)
-        self.add(name)
-
-    def forget(self, name: str) -> None:
-        self._failures.pop(name, None)
-
-    def close(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
 
 
 def _service_ref(obj: Object) -> tuple[str, str, int] | None:
@@ -145,7 +95,7 @@ class AvailabilityController:
         self.metrics = metrics if metrics is not None else AggregatorMetrics()
         self.resync_period = resync_period
         self.workers = workers
-        self.queue = _WorkQueue()
+        self.queue = WorkQueue(backoff_max=BACKOFF_MAX)
 
     # -- running ------------------------------------------------------------------------------
 

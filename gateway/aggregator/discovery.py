@@ -45,11 +45,12 @@ from typing import Any
 import aiohttp
 import structlog
 
-from gateway.aggregator.availability import AGGREGATOR_GROUP, AGGREGATOR_USER, _WorkQueue
+from gateway.aggregator.availability import AGGREGATOR_GROUP, AGGREGATOR_USER, BACKOFF_MAX
 from gateway.aggregator.proxy import describe_error, identity_headers
 from gateway.aggregator.registration import APIServiceRegistration
 from gateway.aggregator.routes import Route, ServiceRef
 from gateway.apimachinery.user import UserInfo
+from gateway.controllers.workqueue import WorkQueue
 from gateway.server.discovery import (
     AGGREGATED,
     AGGREGATOR_SOURCE,
@@ -130,7 +131,7 @@ class DiscoveryManager:
     resync_period: float = RESYNC_PERIOD
     timeout: float = FETCH_TIMEOUT
     workers: int = WORKERS
-    queue: _WorkQueue = field(default_factory=_WorkQueue)
+    queue: WorkQueue = field(default_factory=lambda: WorkQueue(backoff_max=BACKOFF_MAX))
     _apiservices: dict[str, _APIService] = field(default_factory=dict)
     _fetched: dict[ServiceRef, _Fetched] = field(default_factory=dict)
     _running: dict[ServiceRef, _Running] = field(default_factory=dict)

@@ -23,7 +23,8 @@ class WorkQueue:
     once (added while being handled: handled again after). A failed key comes back after a
     delay that doubles with each failure in a row."""
 
-    def __init__(self) -> None:
+    def __init__(self, backoff_max: float = BACKOFF_MAX) -> None:
+        self.backoff_max = backoff_max
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
@@ -56,7 +57,7 @@ class WorkQueue:
         self._failures[key] = failures + 1
         if key in self._timers:
             return
-        delay = min(BACKOFF_BASE * 2 ** min(failures, 32), BACKOFF_MAX)
+        delay = min(BACKOFF_BASE * 2 ** min(failures, 32), self.backoff_max)
         self._timers[key] = asyncio.get_running_loop().call_later(delay, self._fire, key)
 
     def _fire(self, key: str) -> None:
