@@ -495,8 +495,9 @@ class EtcdStorage:
 
     # -- watch ----------------------------------------------------------------------------
 
-    async def watch(self, prefix: str, *, revision: int = 0) -> QueueWatch:
-        """A watch whose stream etcd has created (TooOld at once when compacted)."""
+    async def watch(self, prefix: str, *, revision: int | None = None) -> QueueWatch:
+        """A watch whose stream etcd has created (TooOld at once when compacted). etcd's
+        revisions start at 1, so after 0 is from 1."""
         watch = _EtcdWatch(self, prefix, revision)
         await watch.establish()
         self._watches.add(watch)
@@ -530,10 +531,10 @@ class _EtcdWatch:
     a resumed watch neither loses nor repeats an event.
     """
 
-    def __init__(self, store: EtcdStorage, prefix: str, revision: int) -> None:
+    def __init__(self, store: EtcdStorage, prefix: str, revision: int | None) -> None:
         self.store = store
         self.full_prefix = store._full(prefix)
-        self.next_revision = revision + 1 if revision else 0
+        self.next_revision = revision + 1 if revision is not None else 0
         self.queue = QueueWatch(store.config.watch_buffer, on_stop=self.close,
                                 on_progress=self.request_progress)
         self.call: Any = None

@@ -163,8 +163,10 @@ class Storage(Protocol):
     ) -> Object:
         """Delete the key; returns its last state, resourceVersion = the deletion."""
 
-    async def watch(self, prefix: str, *, revision: int = 0) -> Watch:
-        """Events under ``prefix`` after ``revision`` (0: from now on), in order, once each.
+    async def watch(self, prefix: str, *, revision: int | None = None) -> Watch:
+        """Events under ``prefix`` after ``revision`` (None: from now on; 0: every event since
+        the store began, what a list of an empty store at revision 0 must be followed by),
+        in order, once each.
 
         Raises TooOldResourceVersionError at once when ``revision`` is compacted.
         """

@@ -782,10 +782,10 @@ class SQLiteStorage:
 
     # -- watch --------------------------------------------------------------------------
 
-    async def watch(self, prefix: str, *, revision: int = 0) -> QueueWatch:
+    async def watch(self, prefix: str, *, revision: int | None = None) -> QueueWatch:
         if self._closed:
             raise StorageUnavailableError("the embedded store is closed")
-        if revision == 0:
+        if revision is None:
             revision = self._published
         elif revision > self._published:
             raise FutureRevisionError(revision, self._published)

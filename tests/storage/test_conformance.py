@@ -376,6 +376,21 @@ async def test_watch_from_now_sees_only_later_changes(store):
         watch.stop()
 
 
+async def test_a_watch_after_a_list_misses_nothing_written_between_them(store):
+    """What a watch cache does: list, then watch after the list's revision. On a store that
+    has never been written that revision is 0, which must mean "after 0", not "from now":
+    a write landing between the two would otherwise be lost to the cache for good."""
+    listed = await store.list(P)
+    made = await store.create(key("between"), configmap("between"))
+    watch = await store.watch(P, revision=listed.revision)
+    try:
+        event = await next_change(watch)
+        assert (event.type, event.key, event.revision) == (EventType.ADDED, key("between"),
+                                                           rv(made))
+    finally:
+        watch.stop()
+
+
 async def test_concurrent_writes_reach_a_watcher_in_revision_order(store):
     watch = await store.watch(P)
     try:
