@@ -55,7 +55,7 @@ class ScaleEndpoints:
         }
 
     async def __call__(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        media = negotiate(request)
+        media = negotiate(request, protobuf=True)  # autoscaling/v1 Scale is built in
         if info.verb == "get":
             obj = await self.store.get(info.namespace, info.name)
             return respond(self.scale_of(obj), media)

@@ -17,9 +17,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.apimachinery import status
+from gateway.endpoints.protobuf_flags import APIEXTENSIONS, APIREGISTRATION
 from gateway.endpoints.protobuf_types import (
     AM,
     INLINE,
+    JSON_MESSAGE,
     LIST_MESSAGES,
     MAP,
     MESSAGES,
@@ -27,6 +29,7 @@ from gateway.endpoints.protobuf_types import (
     META_V1BETA1,
     OPTIONAL,
     REPEATED,
+    SHAPED_MESSAGES,
 )
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
@@ -35,7 +38,7 @@ MAGIC = b"k8s\x00"
 _TIME, _MICRO = META + "Time", META + "MicroTime"
 _SPECIAL = {
     _TIME, _MICRO, AM + "util.intstr.IntOrString", AM + "api.resource.Quantity",
-    AM + "runtime.RawExtension", META + "FieldsV1", META + "Duration",
+    AM + "runtime.RawExtension", META + "FieldsV1", META + "Duration", JSON_MESSAGE,
 }
 #: The wire type each field type must arrive with; Go's generated Unmarshal rejects any other
 #: ("proto: wrong wireType = 0 for field Metadata"). Messages and maps are length-delimited.
@@ -53,6 +56,7 @@ _SPECIAL_WIRES = {
     AM + "runtime.RawExtension": {1: 2},  # raw
     META + "FieldsV1": {1: 2},  # Raw
     META + "Duration": {1: 0},  # int64 nanoseconds
+    JSON_MESSAGE: {1: 2},  # raw JSON text
 }
 _UNKNOWN_WIRES = {1: 2, 2: 2, 3: 2, 4: 2}  # typeMeta, raw, contentEncoding, contentType
 _TYPE_META_WIRES = {1: 2, 2: 2}  # apiVersion, kind
@@ -61,6 +65,9 @@ _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)  # time.Time{}: IsZero, its JSON i
 _MASK32, _MASK64 = (1 << 32) - 1, (1 << 64) - 1
 #: API groups whose protobuf package is not the group's first word.
 _PACKAGE_OF_GROUP = {"": "core", "rbac.authorization.k8s.io": "rbac"}
+#: API groups whose messages are not k8s.io/api's: the extension servers' own packages.
+_PREFIX_OF_GROUP = {"apiextensions.k8s.io": APIEXTENSIONS,
+                    "apiregistration.k8s.io": APIREGISTRATION}
 META_GROUP = "meta.k8s.io"
 #: Kinds registered in every group version (unversioned), whose messages are apimachinery's.
 _META_KINDS = frozenset({"Status", "DeleteOptions"})
@@ -160,11 +167,15 @@ def _scalar(kind: str, wire: int, raw: Any) -> Any:
         return raw & _MASK32
     if kind == "uint64":
         return raw
-    if kind == "double":
-        return struct.unpack("<d", raw)[0]
-    if kind == "float":
-        return struct.unpack("<f", raw)[0]
+    if kind in ("double", "float"):
+        return _number(struct.unpack("<d" if kind == "double" else "<f", raw)[0])
     raise ProtobufError(f"unsupported scalar type {kind}")
+
+
+def _number(value: float) -> float | int:
+    """A whole float as an int, so that its JSON is Go's (float64 10 is ``10``, not ``10.0``;
+    Go switches to an exponent at 1e21)."""
+    return int(value) if value.is_integer() and abs(value) < 1e21 else value
 
 
 # -- messages -----------------------------------------------------------------------------------
@@ -186,6 +197,8 @@ def _special(name: str, data: bytes) -> Any:
     if name.endswith("Duration"):
         return f"{_signed(fields.get(1, 0), 64) / 1e9}s"
     raw = fields.get(1, b"")
+    if name == JSON_MESSAGE:  # any JSON value; an empty raw is Go's null
+        return json.loads(raw) if raw else None
     return json.loads(raw) if raw else {}
 
 
@@ -238,8 +251,22 @@ def decode_message(name: str, data: bytes) -> Any:
                 present.add(json_name)
     if name in LIST_MESSAGES:
         return out.get("items", [])
+    if name in SHAPED_MESSAGES:
+        return _unshaped(SHAPED_MESSAGES[name], out)
     return {k: v for k, v in out.items()
             if (k in present and v is not None) or not _empty(v)}
+
+
+def _unshaped(shape: dict[str, str], fields: dict[str, Any]) -> Any:
+    """The JSON of a JSONSchemaPropsOr* message, as its Go MarshalJSON picks it: the list if
+    it has items, else the object if set, else the bool (false when unset), else null."""
+    if "list" in shape and fields.get(shape["list"]):
+        return fields[shape["list"]]
+    if "object" in shape and fields.get(shape["object"]) is not None:
+        return fields[shape["object"]]
+    if "bool" in shape:
+        return bool(fields.get(shape["bool"]))
+    return None
 
 
 def _map_entry(value_kind: str, raw: bytes) -> tuple[str, Any]:
@@ -259,8 +286,9 @@ def _map_entry(value_kind: str, raw: bytes) -> tuple[str, Any]:
 
 
 def message_for(api_version: str, kind: str) -> str:
-    """The protobuf message of a kind: k8s.io.api.<group's last word>.<version>.<Kind>; the
-    meta.k8s.io kinds and the unversioned Status and DeleteOptions are apimachinery's."""
+    """The protobuf message of a kind: k8s.io.api.<group's first word>.<version>.<Kind>, or
+    the extension server's package for apiextensions and apiregistration; the meta.k8s.io
+    kinds and the unversioned Status and DeleteOptions are apimachinery's."""
     if kind in _META_KINDS:
         return META + kind
     group, _, version = api_version.rpartition("/")
@@ -268,6 +296,8 @@ def message_for(api_version: str, kind: str) -> str:
         if version == "v1beta1" and kind == "PartialObjectMetadataList":
             return META_V1BETA1 + kind
         return META + kind  # v1beta1's PartialObjectMetadata is v1's
+    if group in _PREFIX_OF_GROUP:
+        return f"{_PREFIX_OF_GROUP[group]}{version}.{kind}"
     package = _PACKAGE_OF_GROUP.get(group) or group.split(".")[0]
     return f"k8s.io.api.{package}.{version}.{kind}"
 

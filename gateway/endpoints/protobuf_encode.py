@@ -26,12 +26,14 @@ from gateway.endpoints.protobuf import MAGIC, ProtobufError, message_for
 from gateway.endpoints.protobuf_types import (
     AM,
     INLINE,
+    JSON_MESSAGE,
     LIST_MESSAGES,
     MAP,
     MESSAGES,
     META,
     OPTIONAL,
     REPEATED,
+    SHAPED_MESSAGES,
 )
 from gateway.storage.codec import dumps
 
@@ -110,12 +112,26 @@ def _special(name: str, value: Any) -> bytes:
         return b"\x08\x00\x10" + _varint(int(value or 0)) + b"\x1a\x00"
     if name == _QUANTITY:
         return _delimited(b"\x0a", str(value if value is not None else "0").encode())
-    if name in (_RAW, _FIELDS):
+    if name in (_RAW, _FIELDS, JSON_MESSAGE):  # JSON text; JSON's null is an empty raw
         return b"" if value is None else _delimited(b"\x0a", dumps(value))
     raise ProtobufError(f"unsupported message {name}")
 
 
-_SPECIAL = frozenset({_TIME, _MICRO, _INT_OR_STRING, _QUANTITY, _RAW, _FIELDS})
+_SPECIAL = frozenset({_TIME, _MICRO, _INT_OR_STRING, _QUANTITY, _RAW, _FIELDS, JSON_MESSAGE})
+
+
+def _shaped(shape: dict[str, str], value: Any) -> Any:
+    """The fields of a JSONSchemaPropsOr* message from its JSON, as its Go UnmarshalJSON
+    fills them: a list, an object (with ``allows`` true where there is one) or a bool."""
+    if isinstance(value, list) and "list" in shape:
+        return {shape["list"]: value}
+    if isinstance(value, dict) and "object" in shape:
+        return {shape["object"]: value, **({shape["bool"]: True} if "bool" in shape else {})}
+    if isinstance(value, bool) and "bool" in shape:
+        return {shape["bool"]: value}
+    if value is None:
+        return {}
+    raise ProtobufError(f"unexpected JSON {type(value).__name__} for {', '.join(shape)}")
 
 
 # -- messages -------------------------------------------------------------------------------------
@@ -177,6 +193,8 @@ def encode_message(name: str, obj: Any) -> bytes:
         return _special(name, obj)
     if name in LIST_MESSAGES and isinstance(obj, list):
         obj = {"items": obj}
+    elif name in SHAPED_MESSAGES:
+        obj = _shaped(SHAPED_MESSAGES[name], obj)
     if obj is None:
         obj = {}
     elif not isinstance(obj, dict):

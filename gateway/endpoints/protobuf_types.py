@@ -4,22 +4,32 @@ protobuf type; a message type by its full name; ``map:<value>`` is a map with st
 Every field of kube's generated.proto says ``optional`` (proto2), so OPTIONAL follows the Go
 type in k8s.io/api and apimachinery types.go instead: it marks the fields that are pointers
 (scalars and messages). Go's generated Marshal writes every other singular field even when it
-is empty, a pointer only when it is set; the encoder does the same."""
+is empty, a pointer only when it is set; the encoder does the same. The messages of
+apiregistration.k8s.io and apiextensions.k8s.io are protobuf_types_ext's, merged in here."""
 
 from __future__ import annotations
 
-META = "k8s.io.apimachinery.pkg.apis.meta.v1."
-META_V1BETA1 = "k8s.io.apimachinery.pkg.apis.meta.v1beta1."
-CORE = "k8s.io.api.core.v1."
-API = "k8s.io.api."
-AM = "k8s.io.apimachinery.pkg."
-MAP = "map:"
-REPEATED = "repeated"
-INLINE = "inline"  # an embedded struct: its fields appear in the parent's JSON
-#: A field that is a pointer in Go (*bool, *int32, *string, *LabelSelector, *Time...): set
-#: whenever it is on the wire, so a present false, 0, "" or {} is kept, not dropped as unset;
-#: written only when the object has it.
-OPTIONAL = "optional"
+from gateway.endpoints.protobuf_flags import (
+    AM,
+    API,
+    CORE,
+    INLINE,
+    MAP,
+    META,
+    META_V1BETA1,
+    OPTIONAL,
+    REPEATED,
+)
+from gateway.endpoints.protobuf_types_ext import (
+    EXT_LISTED_KINDS,
+    EXT_MESSAGES,
+    JSON_MESSAGE,
+    SHAPED_MESSAGES,
+)
+
+__all__ = ["AM", "API", "CORE", "INLINE", "JSON_MESSAGE", "LISTED_KINDS", "LIST_MESSAGES", "MAP",
+           "MESSAGES", "META", "META_V1BETA1", "OPTIONAL", "REPEATED", "SHAPED_MESSAGES"]
+
 #: Messages whose JSON is a bare list (Go's ``type ExtraValue []string``): their one field,
 #: ``items``, is the list.
 LIST_MESSAGES = frozenset({API + "authentication.v1.ExtraValue",
@@ -85,6 +95,78 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         1: ("service", API + "admissionregistration.v1.ServiceReference", OPTIONAL),
         2: ("caBundle", "bytes"),
         3: ("url", "string", OPTIONAL),
+    },
+    API + "admissionregistration.v1.AuditAnnotation": {
+        1: ("key", "string"),
+        2: ("valueExpression", "string"),
+    },
+    API + "admissionregistration.v1.ExpressionWarning": {
+        2: ("fieldRef", "string"),
+        3: ("warning", "string"),
+    },
+    API + "admissionregistration.v1.MatchResources": {
+        1: ("namespaceSelector", META + "LabelSelector", OPTIONAL),
+        2: ("objectSelector", META + "LabelSelector", OPTIONAL),
+        3: ("resourceRules", API + "admissionregistration.v1.NamedRuleWithOperations", REPEATED),
+        4: ("excludeResourceRules", API + "admissionregistration.v1.NamedRuleWithOperations",
+            REPEATED),
+        7: ("matchPolicy", "string", OPTIONAL),
+    },
+    API + "admissionregistration.v1.NamedRuleWithOperations": {
+        1: ("resourceNames", "string", REPEATED),
+        2: ("ruleWithOperations", API + "admissionregistration.v1.RuleWithOperations", INLINE),
+    },
+    API + "admissionregistration.v1.ParamKind": {
+        1: ("apiVersion", "string"),
+        2: ("kind", "string"),
+    },
+    API + "admissionregistration.v1.ParamRef": {
+        1: ("name", "string"),
+        2: ("namespace", "string"),
+        3: ("selector", META + "LabelSelector", OPTIONAL),
+        4: ("parameterNotFoundAction", "string", OPTIONAL),
+    },
+    API + "admissionregistration.v1.TypeChecking": {
+        1: ("expressionWarnings", API + "admissionregistration.v1.ExpressionWarning", REPEATED),
+    },
+    API + "admissionregistration.v1.ValidatingAdmissionPolicy": {
+        1: ("metadata", META + "ObjectMeta"),
+        2: ("spec", API + "admissionregistration.v1.ValidatingAdmissionPolicySpec"),
+        3: ("status", API + "admissionregistration.v1.ValidatingAdmissionPolicyStatus"),
+    },
+    API + "admissionregistration.v1.ValidatingAdmissionPolicyBinding": {
+        1: ("metadata", META + "ObjectMeta"),
+        2: ("spec", API + "admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec"),
+    },
+    API + "admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": {
+        1: ("policyName", "string"),
+        2: ("paramRef", API + "admissionregistration.v1.ParamRef", OPTIONAL),
+        3: ("matchResources", API + "admissionregistration.v1.MatchResources", OPTIONAL),
+        4: ("validationActions", "string", REPEATED),
+    },
+    API + "admissionregistration.v1.ValidatingAdmissionPolicySpec": {
+        1: ("paramKind", API + "admissionregistration.v1.ParamKind", OPTIONAL),
+        2: ("matchConstraints", API + "admissionregistration.v1.MatchResources", OPTIONAL),
+        3: ("validations", API + "admissionregistration.v1.Validation", REPEATED),
+        4: ("failurePolicy", "string", OPTIONAL),
+        5: ("auditAnnotations", API + "admissionregistration.v1.AuditAnnotation", REPEATED),
+        6: ("matchConditions", API + "admissionregistration.v1.MatchCondition", REPEATED),
+        7: ("variables", API + "admissionregistration.v1.Variable", REPEATED),
+    },
+    API + "admissionregistration.v1.ValidatingAdmissionPolicyStatus": {
+        1: ("observedGeneration", "int64"),
+        2: ("typeChecking", API + "admissionregistration.v1.TypeChecking", OPTIONAL),
+        3: ("conditions", META + "Condition", REPEATED),
+    },
+    API + "admissionregistration.v1.Validation": {
+        1: ("expression", "string"),
+        2: ("message", "string"),
+        3: ("reason", "string", OPTIONAL),
+        4: ("messageExpression", "string"),
+    },
+    API + "admissionregistration.v1.Variable": {
+        1: ("name", "string"),
+        2: ("expression", "string"),
     },
     API + "authentication.v1.BoundObjectReference": {
         1: ("kind", "string"),
@@ -219,6 +301,18 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
         2: ("nonResourceRules", API + "authorization.v1.NonResourceRule", REPEATED),
         3: ("incomplete", "bool"),
         4: ("evaluationError", "string"),
+    },
+    API + "autoscaling.v1.Scale": {
+        1: ("metadata", META + "ObjectMeta"),
+        2: ("spec", API + "autoscaling.v1.ScaleSpec"),
+        3: ("status", API + "autoscaling.v1.ScaleStatus"),
+    },
+    API + "autoscaling.v1.ScaleSpec": {
+        1: ("replicas", "int32"),
+    },
+    API + "autoscaling.v1.ScaleStatus": {
+        1: ("replicas", "int32"),
+        2: ("selector", "string"),
     },
     API + "coordination.v1.Lease": {
         1: ("metadata", META + "ObjectMeta"),
@@ -421,6 +515,105 @@ MESSAGES: dict[str, dict[int, tuple[str, ...]]] = {
     API + "discovery.v1.ForZone": {
         1: ("name", "string"),
     },
+    API + "flowcontrol.v1.ExemptPriorityLevelConfiguration": {
+        1: ("nominalConcurrencyShares", "int32", OPTIONAL),
+        2: ("lendablePercent", "int32", OPTIONAL),
+    },
+    API + "flowcontrol.v1.FlowDistinguisherMethod": {
+        1: ("type", "string"),
+    },
+    API + "flowcontrol.v1.FlowSchema": {
+        1: ("metadata", META + "ObjectMeta"),
+        2: ("spec", API + "flowcontrol.v1.FlowSchemaSpec"),
+        3: ("status", API + "flowcontrol.v1.FlowSchemaStatus"),
+    },
+    API + "flowcontrol.v1.FlowSchemaCondition": {
+        1: ("type", "string"),
+        2: ("status", "string"),
+        3: ("lastTransitionTime", META + "Time"),
+        4: ("reason", "string"),
+        5: ("message", "string"),
+    },
+    API + "flowcontrol.v1.FlowSchemaSpec": {
+        1: ("priorityLevelConfiguration",
+            API + "flowcontrol.v1.PriorityLevelConfigurationReference"),
+        2: ("matchingPrecedence", "int32"),
+        3: ("distinguisherMethod", API + "flowcontrol.v1.FlowDistinguisherMethod", OPTIONAL),
+        4: ("rules", API + "flowcontrol.v1.PolicyRulesWithSubjects", REPEATED),
+    },
+    API + "flowcontrol.v1.FlowSchemaStatus": {
+        1: ("conditions", API + "flowcontrol.v1.FlowSchemaCondition", REPEATED),
+    },
+    API + "flowcontrol.v1.GroupSubject": {
+        1: ("name", "string"),
+    },
+    API + "flowcontrol.v1.LimitResponse": {
+        1: ("type", "string"),
+        2: ("queuing", API + "flowcontrol.v1.QueuingConfiguration", OPTIONAL),
+    },
+    API + "flowcontrol.v1.LimitedPriorityLevelConfiguration": {
+        1: ("nominalConcurrencyShares", "int32", OPTIONAL),
+        2: ("limitResponse", API + "flowcontrol.v1.LimitResponse"),
+        3: ("lendablePercent", "int32", OPTIONAL),
+        4: ("borrowingLimitPercent", "int32", OPTIONAL),
+    },
+    API + "flowcontrol.v1.NonResourcePolicyRule": {
+        1: ("verbs", "string", REPEATED),
+        6: ("nonResourceURLs", "string", REPEATED),
+    },
+    API + "flowcontrol.v1.PolicyRulesWithSubjects": {
+        1: ("subjects", API + "flowcontrol.v1.Subject", REPEATED),
+        2: ("resourceRules", API + "flowcontrol.v1.ResourcePolicyRule", REPEATED),
+        3: ("nonResourceRules", API + "flowcontrol.v1.NonResourcePolicyRule", REPEATED),
+    },
+    API + "flowcontrol.v1.PriorityLevelConfiguration": {
+        1: ("metadata", META + "ObjectMeta"),
+        2: ("spec", API + "flowcontrol.v1.PriorityLevelConfigurationSpec"),
+        3: ("status", API + "flowcontrol.v1.PriorityLevelConfigurationStatus"),
+    },
+    API + "flowcontrol.v1.PriorityLevelConfigurationCondition": {
+        1: ("type", "string"),
+        2: ("status", "string"),
+        3: ("lastTransitionTime", META + "Time"),
+        4: ("reason", "string"),
+        5: ("message", "string"),
+    },
+    API + "flowcontrol.v1.PriorityLevelConfigurationReference": {
+        1: ("name", "string"),
+    },
+    API + "flowcontrol.v1.PriorityLevelConfigurationSpec": {
+        1: ("type", "string"),
+        2: ("limited", API + "flowcontrol.v1.LimitedPriorityLevelConfiguration", OPTIONAL),
+        3: ("exempt", API + "flowcontrol.v1.ExemptPriorityLevelConfiguration", OPTIONAL),
+    },
+    API + "flowcontrol.v1.PriorityLevelConfigurationStatus": {
+        1: ("conditions", API + "flowcontrol.v1.PriorityLevelConfigurationCondition", REPEATED),
+    },
+    API + "flowcontrol.v1.QueuingConfiguration": {
+        1: ("queues", "int32"),
+        2: ("handSize", "int32"),
+        3: ("queueLengthLimit", "int32"),
+    },
+    API + "flowcontrol.v1.ResourcePolicyRule": {
+        1: ("verbs", "string", REPEATED),
+        2: ("apiGroups", "string", REPEATED),
+        3: ("resources", "string", REPEATED),
+        4: ("clusterScope", "bool"),
+        5: ("namespaces", "string", REPEATED),
+    },
+    API + "flowcontrol.v1.ServiceAccountSubject": {
+        1: ("namespace", "string"),
+        2: ("name", "string"),
+    },
+    API + "flowcontrol.v1.Subject": {
+        1: ("kind", "string"),
+        2: ("user", API + "flowcontrol.v1.UserSubject", OPTIONAL),
+        3: ("group", API + "flowcontrol.v1.GroupSubject", OPTIONAL),
+        4: ("serviceAccount", API + "flowcontrol.v1.ServiceAccountSubject", OPTIONAL),
+    },
+    API + "flowcontrol.v1.UserSubject": {
+        1: ("name", "string"),
+    },
     API + "rbac.v1.AggregationRule": {
         1: ("clusterRoleSelectors", META + "LabelSelector", REPEATED),
     },
@@ -579,6 +772,11 @@ LISTED_KINDS = (
     API + "discovery.v1.EndpointSlice",
     API + "rbac.v1.ClusterRole", API + "rbac.v1.ClusterRoleBinding", API + "rbac.v1.Role",
     API + "rbac.v1.RoleBinding",
+    API + "admissionregistration.v1.ValidatingAdmissionPolicy",
+    API + "admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+    API + "flowcontrol.v1.FlowSchema", API + "flowcontrol.v1.PriorityLevelConfiguration",
+    *EXT_LISTED_KINDS,
 )
+MESSAGES.update(EXT_MESSAGES)
 for _item in LISTED_KINDS:
     MESSAGES[_item + "List"] = {1: ("metadata", META + "ListMeta"), 2: ("items", _item, REPEATED)}

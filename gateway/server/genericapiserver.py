@@ -16,6 +16,7 @@ from aiohttp import web
 from gateway.apimachinery import status
 from gateway.apimachinery.context import REQUEST_INFO
 from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.endpoints.negotiation import status_response
 from gateway.registry.resource import ResourceDef
 from gateway.server.discovery import GroupVersions
 
@@ -23,8 +24,9 @@ Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 ResourceHandler = Callable[[web.BaseRequest, RequestInfo], Awaitable[web.StreamResponse]]
 
 async def not_found_handler(request: web.BaseRequest) -> web.StreamResponse:
-    """The end of the chain: nobody serves this path."""
-    return status.not_found().response()
+    """The end of the chain: nobody serves this path. Negotiated, as kube's router answers an
+    unknown route (protobuf for a client that asks for it first)."""
+    return status_response(request.headers, status.not_found())
 
 
 def not_found_until_installed(installed: Callable[[], bool]) -> Handler:
@@ -34,7 +36,7 @@ def not_found_until_installed(installed: Callable[[], bool]) -> Handler:
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if not installed():
-            return status.paths_not_installed().response()
+            return status_response(request.headers, status.paths_not_installed())
         return await not_found_handler(request)
 
     return handle

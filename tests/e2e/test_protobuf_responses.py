@@ -294,3 +294,196 @@ def test_reviews_and_token_requests_answer_in_protobuf(api: API, gateway: Gatewa
     token = kubeproto.decode(raw, authn + "TokenRequest", "authentication.k8s.io/v1",
                              "TokenRequest")
     assert token.status.token.count(".") == 2
+
+
+FLOW = "k8s.io.api.flowcontrol.v1."
+API_ADMISSION = "k8s.io.api.admissionregistration.v1."
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
+APIREG = "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1."
+APIEXT = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1."
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def test_flowcontrol_in_protobuf(api: API, gateway: GatewayProcess) -> None:
+    """The mandatory ``exempt`` FlowSchema, and the priority levels as a list, read with
+    kube's messages; what JSON says, protobuf says."""
+    code, raw, headers = call(gateway, "GET", f"{FLOWCONTROL}/flowschemas/exempt")
+    assert (code, headers["Content-Type"]) == (200, PB), raw[:200]
+    schema = kubeproto.decode(raw, FLOW + "FlowSchema", "flowcontrol.apiserver.k8s.io/v1",
+                              "FlowSchema")
+    _, as_json = api.get(f"{FLOWCONTROL}/flowschemas/exempt")
+    assert schema.metadata.name == "exempt"
+    assert schema.spec.priorityLevelConfiguration.name == "exempt"
+    assert schema.spec.matchingPrecedence == as_json["spec"]["matchingPrecedence"] == 1
+    (rule,) = schema.spec.rules
+    assert [(s.kind, s.group.name) for s in rule.subjects] == [("Group", "system:masters")]
+    assert [(list(r.verbs), r.clusterScope, list(r.namespaces))
+            for r in rule.resourceRules] == [(["*"], True, ["*"])]
+    assert not schema.spec.HasField("distinguisherMethod")  # a pointer, unset for exempt
+
+    code, raw, _ = call(gateway, "GET", f"{FLOWCONTROL}/prioritylevelconfigurations")
+    assert code == 200
+    levels = kubeproto.decode(raw, FLOW + "PriorityLevelConfigurationList",
+                              "flowcontrol.apiserver.k8s.io/v1",
+                              "PriorityLevelConfigurationList")
+    _, listed = api.get(f"{FLOWCONTROL}/prioritylevelconfigurations")
+    by_name = {i.metadata.name: i for i in levels.items}
+    assert set(by_name) == {i["metadata"]["name"] for i in listed["items"]} >= {
+        "exempt", "catch-all"}  # the mandatory ones
+    for item in listed["items"]:
+        ours = by_name[item["metadata"]["name"]].spec
+        assert ours.type == item["spec"]["type"]
+        if item["spec"]["type"] == "Limited":
+            limited = item["spec"]["limited"]
+            assert ours.limited.nominalConcurrencyShares == limited["nominalConcurrencyShares"]
+            assert ours.limited.limitResponse.type == limited["limitResponse"]["type"]
+            assert not ours.HasField("exempt")
+        else:
+            assert ours.HasField("exempt") and not ours.HasField("limited")
+
+
+def test_admission_policies_in_protobuf(api: API, gateway: GatewayProcess) -> None:
+    admission = "/apis/admissionregistration.k8s.io/v1"
+    name = f"pb-{uuid.uuid4().hex[:8]}"
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {"resourceRules": [{
+                           "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["configmaps"], "resourceNames": ["never"]}]},
+                       "validations": [{"expression": "object.data.size() < 9",
+                                        "message": "too big"}]}}
+    code, raw, headers = call(gateway, "POST", f"{admission}/validatingadmissionpolicies",
+                              policy)
+    assert (code, headers["Content-Type"]) == (201, PB), raw[:300]
+    made = kubeproto.decode(raw, API_ADMISSION + "ValidatingAdmissionPolicy",
+                            "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
+    (rule,) = made.spec.matchConstraints.resourceRules
+    inline = rule.ruleWithOperations  # Go's embedded structs, inline in JSON
+    assert (list(rule.resourceNames), list(inline.operations), list(inline.rule.resources)) == (
+        ["never"], ["CREATE"], ["configmaps"])
+    assert made.spec.failurePolicy == "Fail" and made.spec.validations[0].message == "too big"
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+               "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    assert api.post(f"{admission}/validatingadmissionpolicybindings", binding)[0] == 201
+    code, raw, _ = call(gateway, "GET", f"{admission}/validatingadmissionpolicybindings")
+    bindings = kubeproto.decode(raw, API_ADMISSION + "ValidatingAdmissionPolicyBindingList",
+                                "admissionregistration.k8s.io/v1",
+                                "ValidatingAdmissionPolicyBindingList")
+    mine = [b for b in bindings.items if b.metadata.name == name]
+    assert [(b.spec.policyName, list(b.spec.validationActions)) for b in mine] == [
+        (name, ["Deny"])]
+    for path in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+        assert api.delete(f"{admission}/{path}/{name}")[0] == 200
+
+
+
+def test_apiservices_in_protobuf(api: API, gateway: GatewayProcess) -> None:
+    """The local APIServices (no service: served by the gateway itself), listed and got."""
+    path = "/apis/apiregistration.k8s.io/v1/apiservices"
+    code, raw, headers = call(gateway, "GET", path)
+    assert (code, headers["Content-Type"]) == (200, PB)
+    listed = kubeproto.decode(raw, APIREG + "APIServiceList", "apiregistration.k8s.io/v1",
+                              "APIServiceList")
+    _, as_json = api.get(path)
+    assert [i.metadata.name for i in listed.items] == \
+        [i["metadata"]["name"] for i in as_json["items"]]
+    assert "v1." in [i.metadata.name for i in listed.items]
+    code, raw, _ = call(gateway, "GET", f"{path}/v1.rbac.authorization.k8s.io")
+    assert code == 200
+    rbac = kubeproto.decode(raw, APIREG + "APIService", "apiregistration.k8s.io/v1",
+                            "APIService")
+    _, expected = api.get(f"{path}/v1.rbac.authorization.k8s.io")
+    assert (rbac.spec.group, rbac.spec.version) == ("rbac.authorization.k8s.io", "v1")
+    assert (rbac.spec.groupPriorityMinimum, rbac.spec.versionPriority) == (
+        expected["spec"]["groupPriorityMinimum"], expected["spec"]["versionPriority"])
+    assert not rbac.spec.HasField("service")  # local: a nil pointer
+    assert [(c.type, c.status, c.reason) for c in rbac.status.conditions] == [
+        (c["type"], c["status"], c["reason"]) for c in expected["status"]["conditions"]]
+    assert rbac.status.conditions[0].lastTransitionTime.seconds == seconds(
+        expected["status"]["conditions"][0]["lastTransitionTime"])
+
+
+def scaled_crd(group: str) -> dict[str, Any]:
+    """A CRD whose schema uses the fields Go marshals by hand (default, enum, items,
+    additionalProperties, x-kubernetes-*) and a scale subresource."""
+    spec = {"type": "object", "properties": {
+        "replicas": {"type": "integer", "minimum": 0, "maximum": 100, "default": 1},
+        "size": {"type": "string", "enum": ["small", "large"]},
+        "ports": {"type": "array", "x-kubernetes-list-type": "set",
+                  "items": {"type": "integer"}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}
+    status_ = {"type": "object", "properties": {"replicas": {"type": "integer"},
+                                                "selector": {"type": "string"}}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"dials.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "dials", "singular": "dial", "kind": "Dial"},
+                 "versions": [{
+                     "name": "v1", "served": True, "storage": True,
+                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                         "spec": spec, "status": status_}}},
+                     "subresources": {"status": {}, "scale": {
+                         "specReplicasPath": ".spec.replicas",
+                         "statusReplicasPath": ".status.replicas",
+                         "labelSelectorPath": ".status.selector"}}}]},
+    }
+
+
+def test_crds_and_the_scale_of_a_custom_resource_in_protobuf(api: API, gateway: GatewayProcess,
+                                                             ns: str) -> None:
+    group = f"g{uuid.uuid4().hex[:8]}.example.com"
+    code, raw, headers = call(gateway, "POST", CRDS, scaled_crd(group))
+    assert (code, headers["Content-Type"]) == (201, PB), raw[:300]
+    made = kubeproto.decode(raw, APIEXT + "CustomResourceDefinition",
+                            "apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    assert (made.spec.group, made.spec.names.kind, made.spec.scope) == (group, "Dial",
+                                                                         "Namespaced")
+    gateway.kubectl("wait", "--for=condition=established", "--timeout=30s", f"crd/dials.{group}")
+    code, raw, _ = call(gateway, "GET", f"{CRDS}/dials.{group}")
+    assert code == 200
+    crd = kubeproto.decode(raw, APIEXT + "CustomResourceDefinition",
+                           "apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    (version,) = crd.spec.versions
+    assert (version.name, version.served, version.storage) == ("v1", True, True)
+    assert version.subresources.HasField("status")  # an empty message, set
+    assert version.subresources.scale.labelSelectorPath == ".status.selector"
+    spec = version.schema.openAPIV3Schema.properties["spec"]
+    replicas = spec.properties["replicas"]
+    assert (replicas.type, replicas.minimum, replicas.maximum) == ("integer", 0.0, 100.0)
+    assert json.loads(replicas.default.raw) == 1
+    assert [json.loads(e.raw) for e in spec.properties["size"].enum] == ["small", "large"]
+    ports = spec.properties["ports"]
+    assert (ports.xKubernetesListType, ports.items.schema.type) == ("set", "integer")
+    labels = spec.properties["labels"].additionalProperties
+    assert (labels.allows, labels.schema.type) == (True, "string")
+    assert crd.status.acceptedNames.plural == "dials"
+    assert "Established" in {c.type for c in crd.status.conditions}
+    assert list(crd.status.storedVersions) == ["v1"]
+    code, raw, _ = call(gateway, "GET", CRDS)
+    every = kubeproto.decode(raw, APIEXT + "CustomResourceDefinitionList",
+                             "apiextensions.k8s.io/v1", "CustomResourceDefinitionList")
+    assert f"dials.{group}" in {i.metadata.name for i in every.items}
+
+    path = f"/apis/{group}/v1/namespaces/{ns}/dials"
+    dial = {"apiVersion": f"{group}/v1", "kind": "Dial", "metadata": {"name": "d"},
+            "spec": {"replicas": 3}}
+    assert api.post(path, dial)[0] == 201
+    code, _ = api.patch(f"{path}/d/status", {"status": {"replicas": 2, "selector": "app=d"}},
+                        "application/merge-patch+json")
+    assert code == 200
+    code, raw, headers = call(gateway, "GET", f"{path}/d/scale")
+    assert (code, headers["Content-Type"]) == (200, PB), raw[:300]
+    scale = kubeproto.decode(raw, "k8s.io.api.autoscaling.v1.Scale", "autoscaling/v1", "Scale")
+    assert (scale.metadata.name, scale.metadata.namespace) == ("d", ns)
+    assert (scale.spec.replicas, scale.status.replicas, scale.status.selector) == (
+        3, 2, "app=d")
+    assert api.delete(f"{CRDS}/dials.{group}")[0] == 200
+
+
+def test_unknown_paths_negotiate_their_404(gateway: GatewayProcess) -> None:
+    missing = expect_status(call(gateway, "GET", "/apis/nowhere.example.com/v1/things"), 404,
+                            "NotFound")
+    assert missing.message == "the server could not find the requested resource"

@@ -1,6 +1,7 @@
 """A Kubernetes protobuf reader that shares nothing with the gateway: kube's own .proto files
-(tests/data/kubeproto, trimmed from kubernetes/api and apimachinery v0.32.0) compiled by protoc
-(grpcio-tools) once per test process, their messages made by the protobuf runtime.
+(tests/data/kubeproto, trimmed from kubernetes/api, apimachinery, kube-aggregator and
+apiextensions-apiserver v0.32.0) compiled by protoc (grpcio-tools) once per test process, their
+messages made by the protobuf runtime.
 
 The k8s-proto package on PyPI would be the ready-made form of this, but it pins protobuf<4
 (the gateway needs protobuf>=4.21), and its 2019 generated modules cannot be imported by the

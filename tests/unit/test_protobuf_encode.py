@@ -4,6 +4,7 @@ read, field for field and byte for byte (protoc-compiled, tests/support/kubeprot
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from gateway.endpoints.protobuf import decode_body, decode_message
+from gateway.endpoints.protobuf import decode_body, decode_message, message_for
 from gateway.endpoints.protobuf_encode import (
     encode_message,
     encode_object,
@@ -21,13 +22,16 @@ from gateway.endpoints.protobuf_encode import (
 from gateway.endpoints.protobuf_types import (
     AM,
     INLINE,
+    JSON_MESSAGE,
     LIST_MESSAGES,
     MAP,
     MESSAGES,
     META,
     OPTIONAL,
     REPEATED,
+    SHAPED_MESSAGES,
 )
+from gateway.endpoints.protobuf_types_ext import APIEXT, APIREG
 from tests.support import kubeproto
 
 SCALARS: dict[str, Any] = {"string": "text", "bytes": "AAEC", "bool": True, "int32": -7,
@@ -40,25 +44,37 @@ SPECIALS: dict[str, Any] = {
     AM + "api.resource.Quantity": "100m",
     AM + "runtime.RawExtension": {"kind": "Raw", "items": [1, 2]},
     META + "FieldsV1": {"f:data": {"f:a": {}}},
+    JSON_MESSAGE: {"any": ["json", 1, None, False]},
 }
 ZEROS: dict[str, Any] = {"string": "", "bool": False, "int32": 0, "int64": 0}
 
 
-def sample(name: str, depth: int = 0) -> Any:
-    """A value of message ``name`` with every field set to something not empty."""
+def sample(name: str, outer: tuple[str, ...] = ()) -> Any:
+    """A value of message ``name`` with every field set to something not empty; a message met
+    again inside itself (JSONSchemaProps) gets its scalar fields only, so that it ends."""
     if name in SPECIALS:
         return SPECIALS[name]
     if name in LIST_MESSAGES:  # JSON is the bare list (ExtraValue)
         return ["text", "more"]
+    if name in SHAPED_MESSAGES:  # JSON is the object form (the other forms: tests below)
+        (kind,) = [k for j, k, *_ in MESSAGES[name].values()
+                   if j == SHAPED_MESSAGES[name]["object"]]
+        return sample(kind, (*outer, name))
+    again = name in outer
+    outer = (*outer, name)
     out: dict[str, Any] = {}
     for json_name, kind, *flag in MESSAGES[name].values():
+        if again and kind in MESSAGES:
+            continue
         if kind.startswith(MAP):
             value_kind = kind[len(MAP):]
-            out[json_name] = {"b": _value(value_kind, depth), "a": _value(value_kind, depth)}
+            if again and value_kind in MESSAGES:
+                continue
+            out[json_name] = {"b": _value(value_kind, outer), "a": _value(value_kind, outer)}
             continue
-        value = _value(kind, depth)
+        value = _value(kind, outer)
         if flag == [REPEATED]:
-            out[json_name] = [value, _value(kind, depth)]
+            out[json_name] = [value, _value(kind, outer)]
         elif flag == [INLINE]:
             out.update(value)
         else:
@@ -66,13 +82,15 @@ def sample(name: str, depth: int = 0) -> Any:
     return out
 
 
-def _value(kind: str, depth: int) -> Any:
-    return sample(kind, depth + 1) if "." in kind else SCALARS[kind]
+def _value(kind: str, outer: tuple[str, ...]) -> Any:
+    return sample(kind, outer) if "." in kind else SCALARS[kind]
 
 
 def pointer_zeros(name: str) -> dict[str, Any]:
     """Every pointer field of ``name`` set to its zero value: set, so kept (Go's *bool false)."""
     out: dict[str, Any] = {}
+    if name in SHAPED_MESSAGES:  # JSON that is not its fields
+        return out
     for json_name, kind, *flag in MESSAGES[name].values():
         if flag == [OPTIONAL] and kind in ZEROS:
             out[json_name] = ZEROS[kind]
@@ -222,4 +240,78 @@ def test_what_has_a_protobuf_form() -> None:
     assert has_message("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
     assert has_message("meta.k8s.io/v1", "PartialObjectMetadataList")
     assert not has_message("stable.example.com/v1", "CronTab")  # a custom resource
-    assert not has_message("flowcontrol.apiserver.k8s.io/v1", "FlowSchema")  # no table yet
+    for api_version, kind in (("flowcontrol.apiserver.k8s.io/v1", "FlowSchema"),
+                              ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfigurationList"),
+                              ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+                              ("admissionregistration.k8s.io/v1",
+                               "ValidatingAdmissionPolicyBindingList"),
+                              ("apiregistration.k8s.io/v1", "APIServiceList"),
+                              ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+                              ("autoscaling/v1", "Scale")):
+        assert has_message(api_version, kind), kind
+
+
+@pytest.mark.parametrize(("api_version", "kind", "message"), [
+    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "k8s.io.api.flowcontrol.v1.FlowSchema"),
+    ("autoscaling/v1", "Scale", "k8s.io.api.autoscaling.v1.Scale"),
+    ("apiregistration.k8s.io/v1", "APIService", APIREG + "APIService"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinitionList",
+     APIEXT + "CustomResourceDefinitionList"),
+])
+def test_groups_map_to_kubes_proto_packages(api_version: str, kind: str, message: str) -> None:
+    """The extension servers' groups are in their own Go packages, not k8s.io/api."""
+    assert message_for(api_version, kind) == message
+    kubeproto.message_class(message)  # a message kube's files define
+
+
+def test_every_message_of_kubes_files_is_in_the_tables() -> None:
+    """The trimmed .proto files and the tables hold the same messages, but for those the
+    gateway writes by hand or never writes as an object."""
+    by_hand = {JSON_MESSAGE, META + "FieldsV1", META + "MicroTime", META + "Time",
+               AM + "runtime.RawExtension", AM + "util.intstr.IntOrString"}
+    envelopes = {META + "WatchEvent", AM + "runtime.TypeMeta", AM + "runtime.Unknown"}
+    assert set(kubeproto.message_names()) == set(MESSAGES) | by_hand | envelopes
+
+
+PROPS = APIEXT + "JSONSchemaProps"
+
+
+def test_json_schema_props_as_go_marshals_them() -> None:
+    """The fields Go marshals by hand: JSON values are their JSON text in ``raw``; items,
+    additionalProperties and dependencies take their field from the JSON type; a whole
+    double reads back as a whole number (Go writes 10, not 10.0)."""
+    schema = {
+        "type": "object", "x-kubernetes-preserve-unknown-fields": False,
+        "properties": {
+            "list": {"type": "array", "items": {"type": "string", "enum": ["a", None, 0]}},
+            "tuple": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+            "closed": {"type": "object", "additionalProperties": False},
+            "open": {"type": "object", "additionalProperties": True},
+            "typed": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "size": {"type": "number", "maximum": 10, "minimum": -1.5, "default": 0},
+            "flag": {"type": "boolean", "default": False, "example": {"b": [1, "x"]}},
+        },
+        "dependencies": {"a": ["b", "c"], "d": {"required": ["e"]}},
+    }
+    raw = encode_message(PROPS, schema)
+    assert decode_message(PROPS, raw) == schema
+    theirs = kubeproto.parse(PROPS, raw)
+    assert theirs.SerializeToString(deterministic=True) == raw
+    assert theirs.HasField("xKubernetesPreserveUnknownFields")  # a *bool, set to false
+    props = theirs.properties
+    assert [json.loads(e.raw) if e.raw else None for e in props["list"].items.schema.enum] == \
+        ["a", None, 0]
+    assert props["list"].items.HasField("schema") and not props["list"].items.jSONSchemas
+    assert [s.type for s in props["tuple"].items.jSONSchemas] == ["string", "integer"]
+    assert not props["tuple"].items.HasField("schema")
+    closed, opened, typed = (props[n].additionalProperties for n in ("closed", "open", "typed"))
+    assert (closed.HasField("allows"), closed.allows, closed.HasField("schema")) == \
+        (True, False, False)
+    assert (opened.allows, opened.HasField("schema")) == (True, False)
+    assert (typed.allows, typed.schema.type) == (True, "integer")
+    assert (props["size"].maximum, props["size"].minimum) == (10.0, -1.5)
+    assert props["size"].default.raw == b"0" and props["flag"].default.raw == b"false"
+    assert json.loads(props["flag"].example.raw) == {"b": [1, "x"]}
+    assert list(theirs.dependencies["a"].property) == ["b", "c"]
+    assert list(theirs.dependencies["d"].schema.required) == ["e"]
+    assert isinstance(decode_message(PROPS, raw)["properties"]["size"]["maximum"], int)

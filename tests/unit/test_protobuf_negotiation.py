@@ -4,11 +4,14 @@ kube's RequestScope allows them; Status errors follow the Accept header too."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.apimachinery import status
 from gateway.endpoints.negotiation import TRANSFORMS, MediaType, negotiate, status_response
+from gateway.server.genericapiserver import not_found_handler, not_found_until_installed
 from tests.support import kubeproto
 
 PB = "application/vnd.kubernetes.protobuf"
@@ -81,3 +84,24 @@ def test_errors_in_protobuf_when_the_client_asked_for_it_first() -> None:
         answer = status_response({"Accept": accept}, err)
         assert answer.headers["Content-Type"] == "application/json", accept
         assert answer.status == 422
+
+
+async def test_the_end_of_the_chain_negotiates_its_status() -> None:
+    """Nobody serves the path (404) or not every path is installed yet (503, Retry-After):
+    protobuf for a client that asks for it first, JSON otherwise, as kube's ErrorNegotiated."""
+    def request(accept: str) -> Any:
+        return make_mocked_request("GET", "/apis/nowhere.example.com/v1/things",
+                                   headers={"Accept": accept})
+
+    response = await not_found_handler(request(CLIENT_GO))
+    assert (response.status, response.content_type) == (404, PB)
+    found = kubeproto.decode(response.body, kubeproto.META + "Status", "v1", "Status")
+    assert (found.code, found.reason, found.message) == (
+        404, "NotFound", "the server could not find the requested resource")
+    early = await not_found_until_installed(lambda: False)(request(CLIENT_GO))
+    assert (early.status, early.content_type, early.headers["Retry-After"]) == (503, PB, "5")
+    unavailable = kubeproto.decode(early.body, kubeproto.META + "Status", "v1", "Status")
+    assert (unavailable.reason, unavailable.details.retryAfterSeconds) == (
+        "ServiceUnavailable", 5)
+    as_json = await not_found_handler(request("application/json, " + PB))
+    assert (as_json.status, as_json.content_type) == (404, "application/json")
