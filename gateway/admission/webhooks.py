@@ -35,7 +35,13 @@ from gateway.admission.matching import (
     rules_match,
 )
 from gateway.apimachinery import status
-from gateway.apimachinery.gowords import TYPE_META_STRUCT, go_quote, json_kind, json_syntax_error
+from gateway.apimachinery.gowords import (
+    TYPE_META_STRUCT,
+    go_quote,
+    json_kind,
+    json_patch_shape_error,
+    json_syntax_error,
+)
 from gateway.registry.admission import Attributes
 from gateway.registry.store import RESTStore
 from gateway.storage.errors import KeyNotFoundError, StorageError
@@ -326,13 +332,9 @@ def _patched(name: str, obj: Object | None, patch: str) -> Object:
     except orjson.JSONDecodeError:
         raise status.internal_error(json_syntax_error(data) or "unexpected end of JSON input") \
             from None
-    if not isinstance(operations, list):
-        raise status.internal_error(f"json: cannot unmarshal {json_kind(operations)} into Go "
-                                    "value of type jsonpatch.Patch")
-    for operation in operations:
-        if not isinstance(operation, dict):
-            raise status.internal_error(f"json: cannot unmarshal {json_kind(operation)} into "
-                                        "Go value of type jsonpatch.Operation")
+    shape = json_patch_shape_error(operations)
+    if shape:
+        raise status.internal_error(shape)
     doc: Any = obj or {}
     for operation in operations:
         try:

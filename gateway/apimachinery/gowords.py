@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import re
 from decimal import Decimal
+from typing import Any
 
 _ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t",
             "\v": r"\v", '"': r"\"", "\\": r"\\"}
@@ -381,3 +382,16 @@ def go_print(value: object) -> str:
     if isinstance(value, float):
         return go_float(value)
     return str(value)
+
+
+def json_patch_shape_error(document: Any) -> str:
+    """What evanphx/json-patch's decoder says of a JSON patch that is no list of operation
+    objects ("" when it is one)."""
+    if not isinstance(document, list):
+        return (f"json: cannot unmarshal {json_kind(document)} into Go value of type "
+                "jsonpatch.Patch")
+    for operation in document:
+        if not isinstance(operation, dict):
+            return (f"json: cannot unmarshal {json_kind(operation)} into Go value of type "
+                    "jsonpatch.Operation")
+    return ""

@@ -20,7 +20,7 @@ from aiohttp import web
 from orjson import OPT_SORT_KEYS, dumps
 
 from gateway.apimachinery import status
-from gateway.apimachinery.gowords import go_print, go_quote, json_kind
+from gateway.apimachinery.gowords import go_print, go_quote, json_kind, json_patch_shape_error
 from gateway.apimachinery.strictjson import (
     Findings,
     json_pairs,
@@ -156,14 +156,8 @@ def _operations_error(document: Any, strict: bool) -> status.StatusError | None:
                         f"error decoding patch: json: cannot unmarshal {json_kind(value)} "
                         f"into Go struct field jsonPatchOp.{key} of type string")
         return None
-    if not isinstance(document, list):
-        return status.bad_request(f"json: cannot unmarshal {json_kind(document)} into Go "
-                                  "value of type jsonpatch.Patch")
-    for operation in document:
-        if not isinstance(operation, dict):
-            return status.bad_request(f"json: cannot unmarshal {json_kind(operation)} into "
-                                      "Go value of type jsonpatch.Operation")
-    return None
+    shape = json_patch_shape_error(document)
+    return status.bad_request(shape) if shape else None
 
 
 def _not_a_map(document: Any, patch_type: str, strict: bool) -> status.StatusError:
