@@ -236,12 +236,13 @@ class PruneTree:
 
 
 def _tree_pass(value: Any, node: _Node | None, path: str, found: list[str], nulls: bool,
-               embedded: bool) -> None:
+               embedded: bool, preserve: bool = False) -> None:
     """Unknown keys pruned (``embedded``: the node's mark, or the root's) and, with ``nulls``,
-    non-nullable nulls without a default dropped, below ``value``."""
-    if node is not None and node.preserve:
-        _tree_kept(value, node, path, found, nulls, embedded)
-    elif isinstance(value, dict):
+    non-nullable nulls without a default dropped, below ``value``. Under
+    x-kubernetes-preserve-unknown-fields (the node's, or ``preserve``: the items of a
+    preserving array) unknown keys stay."""
+    preserve = preserve or (node is not None and node.preserve)
+    if isinstance(value, dict):
         if node is None:
             _drop_all(value, path, found)
             return
@@ -252,6 +253,8 @@ def _tree_pass(value: Any, node: _Node | None, path: str, found: list[str], null
                 sub = children[name]
             elif node.open or (embedded and name in _META_FIELDS):
                 sub = node.additional
+            elif preserve:
+                continue
             else:
                 if name not in _META_FIELDS or path:
                     found.append(_join(path, name))
@@ -274,41 +277,9 @@ def _tree_pass(value: Any, node: _Node | None, path: str, found: list[str], null
                 del value[name]
     elif isinstance(value, list):
         items = node.items if node is not None else None
+        if preserve and items is None:
+            return
         embedded = items is not None and items.embedded
         for i, item in enumerate(value):
             if isinstance(item, dict | list):
-                _tree_pass(item, items, f"{path}[{i}]", found, nulls, embedded)
-
-
-def _tree_kept(value: Any, node: _Node, path: str, found: list[str], nulls: bool,
-               embedded: bool) -> None:
-    """_tree_pass under x-kubernetes-preserve-unknown-fields: unknown keys stay."""
-    if isinstance(value, dict):
-        children = node.children
-        doomed = None
-        for name, item in value.items():
-            if name in children:
-                sub = children[name]
-            elif node.open or (embedded and name in _META_FIELDS):
-                sub = node.additional
-            else:
-                continue
-            if embedded and name in _META_FIELDS:
-                if nulls and _null_dropped(item, sub.schema if sub is not None else None):
-                    doomed = doomed or []
-                    doomed.append(name)
-            elif item is None:
-                if nulls and sub is not None and sub.droppable:
-                    doomed = doomed or []
-                    doomed.append(name)
-            elif isinstance(item, dict | list):
-                _tree_pass(item, sub, _join(path, name), found, nulls,
-                           sub is not None and sub.embedded)
-        if doomed:
-            for name in doomed:
-                del value[name]
-    elif isinstance(value, list) and node.items is not None:
-        items = node.items
-        for i, item in enumerate(value):
-            if isinstance(item, dict | list):
-                _tree_kept(item, items, f"{path}[{i}]", found, nulls, items.embedded)
+                _tree_pass(item, items, f"{path}[{i}]", found, nulls, embedded, preserve)
