@@ -1,6 +1,8 @@
 """Which webhooks a write goes to: rules, scope and selectors, as kube's webhook matcher reads them.
 
-A rule matches when the operation, API group, version and resource all do. Resources are
+A rule matches when the operation, API group, version and resource all do; under
+``matchPolicy: Equivalent`` a rule naming another served version of the same resource matches
+too, and the webhook is then called at that version. Resources are
 ``plural`` (the object itself), ``plural/sub`` (a subresource), with ``*`` on either side; a
 bare ``*`` is every resource but no subresource. The namespace selector is read against the
 labels of the request's namespace (for a Namespace, its own labels; cluster-scoped objects
@@ -13,15 +15,25 @@ from gateway.apimachinery.labels import LabelSelector, from_label_selector
 from gateway.registry.admission import Attributes, Object
 
 
-def rules_match(webhook: Object, attrs: Attributes) -> bool:
-    return any(_rule_matches(rule, attrs) for rule in webhook.get("rules") or [])
+def matched_version(webhook: Object, attrs: Attributes) -> str | None:
+    """The version the webhook is called at: the request's when a rule names it; under
+    ``matchPolicy: Equivalent`` (the default) else the first equivalent version a rule names
+    (the same objects served at another version of the group); None when it is not called."""
+    rules = webhook.get("rules") or []
+    version = attrs.resource.version
+    if any(_rule_matches(rule, attrs, version) for rule in rules):
+        return version
+    if webhook.get("matchPolicy") == "Exact":
+        return None
+    return next((other for other in attrs.equivalent_versions
+                 if any(_rule_matches(rule, attrs, other) for rule in rules)), None)
 
 
-def _rule_matches(rule: Object, attrs: Attributes) -> bool:
+def _rule_matches(rule: Object, attrs: Attributes, version: str) -> bool:
     res = attrs.resource
     return (_listed(rule.get("operations"), attrs.operation)
             and _listed(rule.get("apiGroups"), res.group)
-            and _listed(rule.get("apiVersions"), res.version)
+            and _listed(rule.get("apiVersions"), version)
             and _resource_listed(rule.get("resources") or [], res.plural, attrs.subresource)
             and _scope_matches(rule.get("scope") or "*", attrs))
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import json
 import ssl
 import uuid
@@ -30,9 +31,9 @@ import structlog
 
 from gateway.admission.conditions import ConditionError, conditions_hold
 from gateway.admission.matching import (
+    matched_version,
     namespace_selector_matches,
     object_selector_matches,
-    rules_match,
 )
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import (
@@ -43,7 +44,7 @@ from gateway.apimachinery.gowords import (
     json_syntax_error,
 )
 from gateway.registry.admission import Attributes
-from gateway.registry.store import RESTStore
+from gateway.registry.lister import Lister
 from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ServiceResolver
@@ -65,7 +66,7 @@ class CallError(Exception):
 class WebhookAdmission:
     """The mutating and validating webhook phases of admission, for every REST store."""
 
-    def __init__(self, mutating: RESTStore, validating: RESTStore, namespaces: RESTStore,
+    def __init__(self, mutating: Lister, validating: Lister, namespaces: Lister,
                  resolver: ServiceResolver, clients: ClientManager | None = None) -> None:
         self.mutating = mutating
         self.validating = validating
@@ -79,7 +80,7 @@ class WebhookAdmission:
     @property
     def configured(self) -> bool:
         """Whether any webhook configuration exists (most writes need nothing more)."""
-        return bool(self.mutating.cacher.objects() or self.validating.cacher.objects())
+        return bool(self.mutating.objects() or self.validating.objects())
 
     async def close(self) -> None:
         if self._owns_clients:
@@ -107,22 +108,27 @@ class WebhookAdmission:
         webhooks = await self._matching(self.mutating, attrs)
         original = attrs.obj
         again: set[int] = set()
-        for index, webhook in enumerate(webhooks):
-            if await self._mutate_one(webhook, attrs):
+        for index, (webhook, version) in enumerate(webhooks):
+            if await self._mutate_one(webhook, version, attrs):
                 again |= {i for i in range(index)
-                          if webhooks[i].get("reinvocationPolicy") == "IfNeeded"}
+                          if webhooks[i][0].get("reinvocationPolicy") == "IfNeeded"}
         for index in sorted(again):
-            await self._mutate_one(webhooks[index], attrs)
+            await self._mutate_one(*webhooks[index], attrs)
         return attrs.obj if attrs.obj is not original else None
 
-    async def _mutate_one(self, webhook: Object, attrs: Attributes) -> bool:
-        """Call one mutating webhook; whether its patch changed the object."""
-        response = await self._admit_one(webhook, attrs, mutating=True)
+    async def _mutate_one(self, webhook: Object, version: str, attrs: Attributes) -> bool:
+        """Call one mutating webhook at ``version``; whether its patch changed the object
+        (which is then converted back to the request's version)."""
+        seen = await _at_version(attrs, version)
+        response = await self._admit_one(webhook, seen, mutating=True)
         if response is None or not response.get("patch") or attrs.operation == "DELETE":
             return False
-        patched = _patched(webhook["name"], attrs.obj, response["patch"])
-        if patched == attrs.obj:
+        patched = _patched(webhook["name"], seen.obj, response["patch"])
+        if patched == seen.obj:
             return False
+        if seen is not attrs:
+            assert attrs.convert is not None
+            patched = await attrs.convert(patched, attrs.resource.api_version)
         attrs.obj = patched
         return True
 
@@ -132,31 +138,37 @@ class WebhookAdmission:
         if not webhooks:
             return
         results = await asyncio.gather(
-            *(self._admit_one(w, attrs, mutating=False) for w in webhooks),
+            *(self._validate_one(webhook, version, attrs) for webhook, version in webhooks),
             return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
 
+    async def _validate_one(self, webhook: Object, version: str, attrs: Attributes) -> None:
+        await self._admit_one(webhook, await _at_version(attrs, version), mutating=False)
+
     # -- which webhooks ---------------------------------------------------------------------
 
-    async def _matching(self, store: RESTStore, attrs: Attributes) -> list[Object]:
+    async def _matching(self, configurations: Lister,
+                        attrs: Attributes) -> list[tuple[Object, str]]:
+        """The webhooks to call, each with the version it is called at."""
         if attrs.exempt:
             return []
-        configs = sorted(store.cacher.objects(), key=lambda c: c["metadata"]["name"])
-        candidates = [w for c in configs for w in c.get("webhooks") or []
-                      if rules_match(w, attrs) and object_selector_matches(w, attrs)]
+        configs = sorted(configurations.objects(), key=lambda c: c["metadata"]["name"])
+        candidates = [(w, version) for c in configs for w in c.get("webhooks") or []
+                      if (version := matched_version(w, attrs)) is not None
+                      and object_selector_matches(w, attrs)]
         if not candidates:
             return []
         labels = await self._namespace_labels(attrs)
-        return [w for w in candidates if namespace_selector_matches(w, attrs, labels)]
+        return [(w, version) for w, version in candidates
+                if namespace_selector_matches(w, attrs, labels)]
 
     async def _namespace_labels(self, attrs: Attributes) -> dict[str, str] | None:
         if not attrs.namespace or not attrs.resource.namespaced:
             return None
-        key = self.namespaces.resource.key("", attrs.namespace)
         try:
-            namespace = await self.namespaces.cacher.get_cached(key)
+            namespace = await self.namespaces.get("", attrs.namespace)
         except KeyNotFoundError:
             return None
         except StorageError as err:
@@ -256,6 +268,20 @@ def _group_version_kind(review: Object) -> str:
     return f"{group}/{version}, Kind={kind}"
 
 
+async def _at_version(attrs: Attributes, version: str) -> Attributes:
+    """The write as a webhook matched at another version of the resource sees it: its
+    objects converted there (a subresource's own kind, a Scale, is the same at every
+    version)."""
+    if version == attrs.resource.version:
+        return attrs
+    if attrs.kind is not None or attrs.convert is None:
+        return dataclasses.replace(attrs, matched_version=version)
+    api_version = f"{attrs.resource.group}/{version}"
+    obj = await attrs.convert(attrs.obj, api_version) if attrs.obj is not None else None
+    old = await attrs.convert(attrs.old, api_version) if attrs.old is not None else None
+    return dataclasses.replace(attrs, obj=obj, old=old, matched_version=version)
+
+
 def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
     conditions = webhook.get("matchConditions") or []
     if not conditions:
@@ -269,11 +295,14 @@ def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
 def _request_fields(uid: str, attrs: Attributes) -> Object:
     """The AdmissionRequest without its objects (what matchConditions see as ``request``)."""
     res = attrs.resource
-    kind = attrs.kind or {"group": res.group, "version": res.version, "kind": res.kind}
-    resource = {"group": res.group, "version": res.version, "resource": res.plural}
+    version = attrs.matched_version or res.version
+    kind = attrs.kind or {"group": res.group, "version": version, "kind": res.kind}
+    resource = {"group": res.group, "version": version, "resource": res.plural}
+    request_kind = attrs.kind or {"group": res.group, "version": res.version, "kind": res.kind}
+    request_resource = {"group": res.group, "version": res.version, "resource": res.plural}
     request: Object = {
         "uid": uid, "kind": kind, "resource": resource,
-        "requestKind": kind, "requestResource": resource,
+        "requestKind": request_kind, "requestResource": request_resource,
         "name": attrs.name, "operation": attrs.operation,
         "userInfo": attrs.user.to_dict() if attrs.user is not None else {},
         "dryRun": attrs.dry_run, "options": attrs.options,

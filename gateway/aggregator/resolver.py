@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gateway.registry.store import RESTStore
+from gateway.registry.lister import Lister
 from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.transport.resolver import ResolveError, ServiceAddress
 
@@ -30,7 +30,7 @@ class StoreServiceResolver:
     ones on every request.
     """
 
-    def __init__(self, services: RESTStore, endpoints: RESTStore, *, routing: bool) -> None:
+    def __init__(self, services: Lister, endpoints: Lister, *, routing: bool) -> None:
         self.services = services
         self.endpoints = endpoints
         self.routing = routing
@@ -80,9 +80,9 @@ class StoreServiceResolver:
                       for address in subset.get("addresses") or []]
         return candidates, endpoints
 
-    async def _get(self, store: RESTStore, namespace: str, name: str, what: str) -> dict:
+    async def _get(self, lister: Lister, namespace: str, name: str, what: str) -> dict:
         try:
-            return await store.cacher.get_cached(store.resource.key(namespace, name))
+            return await lister.get(namespace, name)
         except KeyNotFoundError:
             raise ResolveError(f'{what} "{name}" not found') from None
         except StorageError as err:

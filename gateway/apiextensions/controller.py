@@ -39,10 +39,10 @@ from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.listoptions import ListOptions
 from gateway.endpoints.handlers import ResourceEndpoints
 from gateway.registry.follow import follow
+from gateway.registry.options import StoreOptions
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import Admission, DeleteOptions, RESTStore, WriteOptions
 from gateway.storage.errors import KeyNotFoundError
-from gateway.storage.factory import StorageFactory
 from gateway.storage.interface import EventType, WatchEvent
 
 log = structlog.get_logger(__name__)
@@ -62,13 +62,14 @@ class _Served:
 
 
 class CRDController:
-    def __init__(self, crds: RESTStore, factory: StorageFactory, install: Install,
+    def __init__(self, crds: RESTStore, options: StoreOptions, install: Install,
                  uninstall: Uninstall, *, endpoints: Callable[[RESTStore], ResourceEndpoints],
                  converters: Callable[[dict[str, Any]], Converter],
                  builtin_names: Callable[[str], Iterable[ResourceDef]],
                  create_admission: Callable[[ResourceDef], list[Admission]]) -> None:
         self.crds = crds
-        self.factory = factory
+        #: Every custom resource store is built with these (its cache and its admission).
+        self.options = options
         self.install = install
         self.endpoints = endpoints
         self.converters = converters
@@ -238,7 +239,6 @@ class CRDController:
             served = None
         if served is None:
             served = self.served[name] = _Served(prefix)
-        cacher = self.factory.cacher(prefix)
         converter = self._converter(crd)
         for version, (old, resource, _) in list(served.versions.items()):
             if version not in wanted or wanted[version] != old:
@@ -249,8 +249,9 @@ class CRDController:
             if version in served.versions:
                 continue
             resource = resource_of(entry)
-            store = RESTStore(resource, cacher,
-                              CustomResourceVersion(resource, entry, converter))
+            layer = CustomResourceVersion(resource, entry, converter,
+                                          siblings=lambda served=served: served.versions)
+            store = self.options.new_store(resource, layer)
             store.create_admission += self.create_admission(resource)
             store.create_admission.append(_refuse_while_terminating(self.crds, name,
                                                                     resource))
@@ -275,7 +276,8 @@ class CRDController:
         for _, resource, _ in served.versions.values():
             self.uninstall(resource)
         if not any(s.prefix == served.prefix for s in self.served.values()):
-            asyncio.get_running_loop().create_task(self.factory.release(served.prefix))
+            asyncio.get_running_loop().create_task(
+                self.options.factory.release(served.prefix))
 
     # -- finalizing ---------------------------------------------------------------------------
 

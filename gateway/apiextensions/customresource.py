@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,9 +21,11 @@ from gateway.apiextensions.conversion import (
 )
 from gateway.apiextensions.paths import read_path, write_path
 from gateway.apiextensions.printing import columns_for
+from gateway.apiextensions.scaleview import ScaleView
 from gateway.apiextensions.schema import CompiledSchema, cel, compile_schema
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
+from gateway.registry.admission import SubresourceView
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Strategy
 from gateway.registry.versions import VersionLayer, unknown_fields
@@ -208,11 +211,15 @@ class CustomResourceVersion(VersionLayer):
     identity = False
 
     def __init__(self, resource: ResourceDef, served: ServedVersion,
-                 converter: Converter | None = None) -> None:
+                 converter: Converter | None = None, *,
+                 siblings: Callable[[], Iterable[str]] = tuple) -> None:
         super().__init__(resource)
         self.served = served
         self.converter = converter
         self.remote = converter is not None and not isinstance(converter, NoneConverter)
+        #: Every version of the CRD served now (this one among them).
+        self.siblings = siblings
+        self._scale = ScaleView(served.scale) if served.scale is not None else None
 
     def decode(self, obj: Object, field_validation: str, warnings: list[str], *,
                defaults: bool = True) -> None:
@@ -248,6 +255,23 @@ class CustomResourceVersion(VersionLayer):
             return await self.converter.convert(objs, api_version)
         except ConversionError as err:
             raise as_status(err) from None
+
+    # -- what admission sees ------------------------------------------------------------------
+
+    def subresource_view(self, subresource: str) -> SubresourceView | None:
+        return self._scale if subresource == "scale" else None
+
+    def equivalent_versions(self) -> tuple[str, ...]:
+        return tuple(v for v in self.siblings() if v != self.served.version)
+
+    async def convert(self, obj: Object, api_version: str) -> Object:
+        """For a webhook of another version: the CRD's conversion (failures as kube's
+        admission dispatchers report them, a 500 InternalError)."""
+        converter = self.converter if self.converter is not None else NoneConverter()
+        try:
+            return (await converter.convert([obj], api_version))[0]
+        except ConversionError as err:
+            raise as_status(err, admission=True) from None
 
     def _defaulted(self, obj: Object) -> Object:
         """Defaults applied on read: a copy when one is missing (the stored object may be

@@ -10,12 +10,11 @@ precondition, one without writes unconditionally, as kube's scale update does.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from aiohttp import web
 
-from gateway.apiextensions.paths import read_path, write_path
+from gateway.apiextensions.scaleview import ScaleView
 from gateway.apimachinery import status
 from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.endpoints import patch as patches
@@ -25,7 +24,6 @@ from gateway.endpoints.request import body_media_type, decode_object, read_body
 from gateway.storage.codec import loads
 
 Object = dict[str, Any]
-SCALE_API_VERSION = "autoscaling/v1"
 
 
 class ScaleEndpoints:
@@ -34,25 +32,10 @@ class ScaleEndpoints:
     def __init__(self, endpoints: ResourceEndpoints, paths: Object) -> None:
         self.endpoints = endpoints
         self.store = endpoints.store
-        self.spec_path = paths.get("specReplicasPath", "")
-        self.status_path = paths.get("statusReplicasPath", "")
-        self.selector_path = paths.get("labelSelectorPath") or ""
+        self.view = ScaleView(paths)
 
     def scale_of(self, obj: Object) -> Object:
-        meta = obj.get("metadata", {})
-        replicas = read_path(obj, self.spec_path)
-        current = read_path(obj, self.status_path)
-        scale_status: Object = {"replicas": current if isinstance(current, int) else 0}
-        selector = read_path(obj, self.selector_path) if self.selector_path else None
-        if isinstance(selector, str) and selector:
-            scale_status["selector"] = selector
-        return {
-            "kind": "Scale", "apiVersion": SCALE_API_VERSION,
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
-                                              "creationTimestamp") if k in meta},
-            "spec": {"replicas": replicas if isinstance(replicas, int) else 0},
-            "status": scale_status,
-        }
+        return self.view.view(obj)
 
     async def __call__(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         media = negotiate(request, protobuf=True)  # autoscaling/v1 Scale is built in
@@ -95,9 +78,7 @@ class ScaleEndpoints:
                 raise status.not_found(self.store.resource.plural, info.name,
                                        self.store.resource.group)
             scale = make_scale(self.scale_of(current))
-            replicas = _replicas(scale)
-            new = copy.deepcopy(current)
-            write_path(new, self.spec_path, replicas)
+            new = self.view.apply(scale, current)
             wanted = (scale.get("metadata") or {}).get("resourceVersion")
             new["metadata"]["resourceVersion"] = wanted or current["metadata"].get(
                 "resourceVersion")
@@ -106,16 +87,3 @@ class ScaleEndpoints:
         obj, _ = await self.store.patch(info.namespace, info.name, mutate, options)
         return respond(self.scale_of(obj), media)
 
-
-def _replicas(scale: Any) -> int:
-    """The Scale's spec.replicas: an integer of at least 0 (kube's ValidateScale)."""
-    replicas = (scale.get("spec") or {}).get("replicas", 0) if isinstance(scale, dict) else 0
-    if isinstance(replicas, bool) or not isinstance(replicas, int):
-        raise status.bad_request(f"Scale.autoscaling/v1 spec.replicas must be an integer: "
-                                 f"{replicas!r}")
-    if replicas < 0:
-        name = (scale.get("metadata") or {}).get("name", "")
-        raise status.invalid("Scale", name, [status.Cause(
-            "FieldValueInvalid", f"Invalid value: {replicas}: must be greater than or equal to "
-            "0", "spec.replicas")], "autoscaling")
-    return replicas

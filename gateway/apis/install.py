@@ -31,6 +31,7 @@ from gateway.apis.rbac.resources import (
     ROLES,
 )
 from gateway.endpoints.handlers import ResourceEndpoints
+from gateway.registry.options import StoreOptions
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore
 from gateway.schema import admissionregistration as _adm  # noqa: F401
@@ -41,7 +42,6 @@ from gateway.schema import core as _core  # noqa: F401
 from gateway.schema import discovery as _discovery  # noqa: F401
 from gateway.schema import flowcontrol as _flowcontrol  # noqa: F401
 from gateway.schema import rbac as _rbac  # noqa: F401
-from gateway.storage.factory import StorageFactory
 
 #: In discovery order: the core group first, then the named groups.
 BUILTINS: tuple[ResourceDef, ...] = (
@@ -72,18 +72,17 @@ class KubeCore:
         return [(store.resource, self.endpoints[name]) for name, store in self.stores.items()]
 
 
-def build_kube_core(factory: StorageFactory, *, min_request_timeout: int = 1800,
+def build_kube_core(options: StoreOptions, *, min_request_timeout: int = 1800,
                     stopping: asyncio.Event | None = None) -> KubeCore:
     """A store and endpoints for every built-in resource (served in BUILTINS order)."""
-    namespaces = RESTStore(NAMESPACES, factory.cacher(NAMESPACES.storage_prefix),
-                           NamespaceVersion(NAMESPACES))
+    namespaces = options.new_store(NAMESPACES, NamespaceVersion(NAMESPACES))
     core = KubeCore(namespaces)
     for resource in BUILTINS:
         if resource is NAMESPACES:
             store = namespaces
         else:
-            store_type = ServiceStore if resource is SERVICES else RESTStore
-            store = store_type(resource, factory.cacher(resource.storage_prefix))
+            store = options.new_store(
+                resource, store_type=ServiceStore if resource is SERVICES else RESTStore)
             if resource.namespaced:
                 # before naming and validation, as kube's NamespaceLifecycle admission
                 store.create_admission.append(

@@ -36,10 +36,13 @@ from gateway.apiextensions.controller import CRDController
 from gateway.apiextensions.conversion import converter_for
 from gateway.apiextensions.crds import CUSTOM_RESOURCE_DEFINITIONS
 from gateway.apimachinery import status
+from gateway.apis.admissionregistration.webhooks import MUTATING, VALIDATING
 from gateway.apis.authentication import reviews as authn_reviews
 from gateway.apis.authorization import reviews as authz_reviews
-from gateway.apis.core.namespaces import SYSTEM_NAMESPACES, namespace_lifecycle
+from gateway.apis.core.endpoints import ENDPOINTS
+from gateway.apis.core.namespaces import NAMESPACES, SYSTEM_NAMESPACES, namespace_lifecycle
 from gateway.apis.core.serviceaccounts import token_request_handler
+from gateway.apis.core.services import SERVICES
 from gateway.apis.install import build_kube_core
 from gateway.auth.rbac.authorizer import RBAC, RBACCaches
 from gateway.auth.rbac.escalation import EscalationCheck
@@ -54,6 +57,8 @@ from gateway.controllers.serviceaccounts import ServiceAccountsController
 from gateway.controllers.servicenetwork import ServiceNetwork
 from gateway.endpoints.handlers import ResourceEndpoints, json_response
 from gateway.options import ServeOptions
+from gateway.registry.lister import lister_for
+from gateway.registry.options import StoreOptions
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.server.discovery import Discovery, GroupVersions
@@ -141,7 +146,18 @@ class Gateway:
             lambda: self.hooks[APISERVICE_REGISTRATION_HOOK].healthy))
         self.kube = GenericAPIServer("kube-apiserver", self.apiextensions.handle)
         self.aggregator = GenericAPIServer("kube-aggregator", self.kube.handle)
-        self.core = build_kube_core(self.factory, min_request_timeout=options.min_request_timeout,
+        # one outgoing client manager and one service resolver for every call out: admission
+        # webhooks, the proxy, the availability checks; they and admission read watch caches
+        # only, so they come before the stores, and every store is built with its admission
+        self.clients = ClientManager(options.proxy_client_cert_file,
+                                     options.proxy_client_key_file)
+        self.resolver = StoreServiceResolver(
+            lister_for(self.factory, SERVICES), lister_for(self.factory, ENDPOINTS),
+            routing=options.enable_aggregator_routing)
+        self.webhooks = self._webhook_admission()
+        self.store_options = StoreOptions(self.factory, webhooks=self.webhooks)
+        self.core = build_kube_core(self.store_options,
+                                    min_request_timeout=options.min_request_timeout,
                                     stopping=self.stopping)
         for resource, endpoints in self.core.served():
             self.kube.install_api(resource, endpoints)
@@ -153,15 +169,7 @@ class Gateway:
         self.crd_controller = self._install_apiextensions()
         self.security = self._install_security()
         self.apiservices = self._install_apiregistration()
-        # one outgoing client manager and one service resolver for every call out: admission
-        # webhooks, the proxy, the availability checks
-        self.clients = ClientManager(options.proxy_client_cert_file,
-                                     options.proxy_client_key_file)
-        self.resolver = StoreServiceResolver(
-            self.core.store("services"), self.core.store("endpoints"),
-            routing=options.enable_aggregator_routing)
         self.aggregator_metrics = AggregatorMetrics(self.metrics.registry)
-        self.webhooks = self._install_webhooks()
         self.registration = APIServiceRegistration(self.apiservices)
         self.local_availability = LocalAvailability(self.apiservices, self.registration)
         self.autoregistration = AutoRegistration(
@@ -237,8 +245,7 @@ class Gateway:
     def _install_apiextensions(self) -> CRDController:
         """CustomResourceDefinitions and the custom resources they define, served by the
         apiextensions server (the last of the chain before notfound)."""
-        crds = RESTStore(CUSTOM_RESOURCE_DEFINITIONS,
-                         self.factory.cacher(CUSTOM_RESOURCE_DEFINITIONS.storage_prefix))
+        crds = self.store_options.new_store(CUSTOM_RESOURCE_DEFINITIONS)
         crds.cacher.read_your_writes = True
         self.apiextensions.install_api(CUSTOM_RESOURCE_DEFINITIONS, self._endpoints(crds))
         namespaces = self.core.namespaces
@@ -249,7 +256,7 @@ class Gateway:
             return [namespace_lifecycle(namespaces, resource.plural, resource.group)]
 
         return CRDController(
-            crds, self.factory, install=self.apiextensions.install_api,
+            crds, self.store_options, install=self.apiextensions.install_api,
             uninstall=self.apiextensions.uninstall_api, endpoints=self._endpoints,
             converters=lambda crd: converter_for(crd, self.clients, self.resolver),
             builtin_names=lambda group: [r for r in self.api_resources() if r.group == group
@@ -260,7 +267,7 @@ class Gateway:
 
     def _install_apiregistration(self) -> RESTStore:
         """apiregistration.k8s.io/v1 APIServices, served by the aggregator itself."""
-        store = RESTStore(APISERVICES, self.factory.cacher(APISERVICES.storage_prefix))
+        store = self.store_options.new_store(APISERVICES)
         store.cacher.read_your_writes = True  # a write returns once routing can see it
         self.aggregator.install_api(APISERVICES, self._endpoints(store))
         return store
@@ -327,17 +334,14 @@ class Gateway:
                     check.binding_hook(plural))
         return security
 
-    def _install_webhooks(self) -> WebhookAdmission:
-        """Admission webhooks on every built-in resource's writes."""
-        core, group = self.core, "admissionregistration.k8s.io"
-        configs = (core.store("mutatingwebhookconfigurations", group),
-                   core.store("validatingwebhookconfigurations", group))
-        for store in configs:  # a configuration counts from the moment its write returns
-            store.cacher.read_your_writes = True
-        webhooks = WebhookAdmission(*configs, core.namespaces, self.resolver, self.clients)
-        for store in (*core.stores.values(), self.apiservices):
-            store.webhooks = webhooks
-        return webhooks
+    def _webhook_admission(self) -> WebhookAdmission:
+        """Admission webhooks, for every store's writes (built-in, CRDs, custom resources,
+        APIServices), read from the configurations' watch caches."""
+        configs = (lister_for(self.factory, MUTATING), lister_for(self.factory, VALIDATING))
+        for lister in configs:  # a configuration counts from the moment its write returns
+            lister.cacher.read_your_writes = True
+        return WebhookAdmission(*configs, lister_for(self.factory, NAMESPACES), self.resolver,
+                                self.clients)
 
     async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
         """The uid of a service account or secret (tokens are bound to them), or None."""

@@ -7,7 +7,7 @@ plugin in gateway.admission), as kube's registry sees only admission.Interface.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,12 +39,35 @@ class Attributes:
     options: Object = field(default_factory=dict)
     #: Warning headers for the response; webhooks may add to them.
     warnings: list[str] = field(default_factory=list)
-    #: The object's group/version/kind when it is not the resource's (TokenRequest).
+    #: The object's group/version/kind when it is not the resource's (TokenRequest, Scale).
     kind: dict[str, str] | None = None
+    #: Other versions the same objects are served at (a CRD's served versions): a webhook
+    #: whose rules name one of them is called at that version (matchPolicy Equivalent).
+    equivalent_versions: tuple[str, ...] = ()
+    #: Converts an object of the resource to another of its versions ("group/version").
+    convert: Callable[[Object, str], Awaitable[Object]] | None = None
+    #: The version a webhook is called at, when it is not the request's.
+    matched_version: str = ""
 
     @property
     def exempt(self) -> bool:
         return (self.resource.group, self.resource.plural) in EXEMPT
+
+
+class SubresourceView(Protocol):
+    """What admission sees of a subresource whose object is not the resource's own (a custom
+    resource's ``scale``: an autoscaling/v1 Scale made from the object)."""
+
+    #: The view's group, version and kind, as admission reviews name it.
+    kind: dict[str, str]
+
+    def view(self, obj: Object) -> Object:
+        """The view of a whole object."""
+        ...
+
+    def apply(self, view: Object, obj: Object) -> Object:
+        """A copy of ``obj`` with what a (mutated) view may change written into it."""
+        ...
 
 
 class WebhookAdmitter(Protocol):

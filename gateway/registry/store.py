@@ -87,7 +87,8 @@ class RESTStore:
     """Create, read, update, patch, delete and watch one resource's objects."""
 
     def __init__(self, resource: ResourceDef, cacher: Cacher,
-                 version: VersionLayer | None = None) -> None:
+                 version: VersionLayer | None = None, *,
+                 webhooks: WebhookAdmitter | None = None) -> None:
         self.resource = resource
         self.cacher = cacher
         self.strategy = resource.strategy
@@ -99,7 +100,7 @@ class RESTStore:
         #: Checks of every write on the object as it is to be stored.
         self.admission: list[Admission] = []
         #: The admission webhooks, called after the checks in ``admission``.
-        self.webhooks: WebhookAdmitter | None = None
+        self.webhooks = webhooks
 
     async def _admit(self, new: Object, old: Object | None, options: WriteOptions) -> None:
         for admit in self.admission:
@@ -108,15 +109,31 @@ class RESTStore:
     async def _admit_webhooks(self, operation: str, namespace: str, obj: Object | None,
                               old: Object | None, options: WriteOptions,
                               delete: DeleteOptions | None = None) -> Object | None:
-        """Mutating, then validating webhooks; an object a webhook changed is checked again."""
+        """Mutating, then validating webhooks; an object a webhook changed is checked again.
+        A subresource with a view of its own (a custom resource's scale) is admitted as that
+        view, and what a webhook changed in it is written back into the object."""
         if self.webhooks is None or not self.webhooks.configured:
             return obj
         attrs = self._attributes(operation, namespace,
                                  (obj or old or {}).get("metadata", {}).get("name", ""),
                                  obj, old, options, delete)
         before = obj
-        return await self.webhooks.admit(
-            attrs, lambda mutated: self._after_mutation(mutated, before, old, options))
+        view = self.version.subresource_view(options.subresource) if obj is not None else None
+        if view is None:
+            return await self.webhooks.admit(
+                attrs, lambda mutated: self._after_mutation(mutated, before, old, options))
+        assert obj is not None
+        attrs.obj, attrs.kind = view.view(obj), view.kind
+        attrs.old = view.view(old) if old is not None else None
+        admitted = obj
+
+        def recheck(mutated: Object) -> Object:
+            nonlocal admitted
+            admitted = self._after_mutation(view.apply(mutated, obj), obj, old, options)
+            return view.view(admitted)
+
+        await self.webhooks.admit(attrs, recheck)
+        return admitted
 
     async def admit_subresource_create(self, subresource: str, namespace: str, name: str,
                                        obj: Object, kind: dict[str, str],
@@ -134,7 +151,9 @@ class RESTStore:
                     delete: DeleteOptions | None = None) -> Attributes:
         return Attributes(operation, self.resource, options.subresource, namespace, name, obj,
                           old, options.user, options.dry_run,
-                          _options_document(operation, options, delete), options.warnings)
+                          _options_document(operation, options, delete), options.warnings,
+                          equivalent_versions=self.version.equivalent_versions(),
+                          convert=self.version.convert)
 
     def _after_mutation(self, mutated: Object, before: Object, old: Object | None,
                         options: WriteOptions) -> Object:

@@ -32,6 +32,7 @@ from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.objects import drop_nulls
 from gateway.apimachinery.strictjson import Findings
 from gateway.registry import fieldmanager
+from gateway.registry.admission import SubresourceView
 from gateway.registry.resource import ResourceDef
 from gateway.schema.walk import check
 
@@ -77,6 +78,20 @@ class VersionLayer:
 
     async def from_storage_many(self, objs: list[Object]) -> list[Object]:
         return [self.from_storage(obj) for obj in objs]
+
+    # -- what admission sees ------------------------------------------------------------------
+
+    def subresource_view(self, subresource: str) -> SubresourceView | None:
+        """How admission sees ``subresource`` when its object is not the resource's own."""
+        return None
+
+    def equivalent_versions(self) -> tuple[str, ...]:
+        """The other versions the same objects are served at (for matchPolicy Equivalent)."""
+        return ()
+
+    async def convert(self, obj: Object, api_version: str) -> Object:
+        """``obj`` (of this resource, at any served version) at ``api_version``."""
+        return obj
 
 
 class StrictDecodingError(status.StatusError):

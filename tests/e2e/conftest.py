@@ -6,6 +6,7 @@ and ``ns`` then follow it.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +36,20 @@ def api(gateway: GatewayProcess) -> API:
 def ns(api: API) -> str:
     """A fresh namespace for one test."""
     return api.namespace()
+
+
+@pytest.fixture
+def hooked_ns(api: API) -> str:
+    """A namespace of the test's own, labelled ``hooked: <name>`` so that only webhooks
+    selecting that label see it (``ns`` is unlabelled)."""
+    name = f"wh-{uuid.uuid4().hex[:8]}"
+    code, body = api.post("/api/v1/namespaces", {"metadata": {"name": name,
+                                                               "labels": {"hooked": name}}})
+    assert code == 201, body
+    # the controllers' writes in it (the default ServiceAccount, the root CA) come before any
+    # webhook is configured: the webhooks see only the test's own requests
+    api.wait_for_defaults(name)
+    return name
 
 
 @pytest.fixture

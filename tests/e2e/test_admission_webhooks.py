@@ -46,20 +46,6 @@ def hooks(tmp_path_factory: pytest.TempPathFactory, api: API) -> Iterator[Webhoo
 
 
 @pytest.fixture
-def hooked_ns(api: API) -> str:
-    """A namespace of the test's own, labelled so that only its webhooks see it (conftest's
-    ``ns`` is unlabelled)."""
-    name = f"wh-{uuid.uuid4().hex[:8]}"
-    code, body = api.post("/api/v1/namespaces", {"metadata": {"name": name,
-                                                               "labels": {"hooked": name}}})
-    assert code == 201, body
-    # the controllers' writes in it (the default ServiceAccount, the root CA) come before any
-    # webhook is configured: the webhooks see only the test's own requests
-    api.wait_for_defaults(name)
-    return name
-
-
-@pytest.fixture
 def configure(api: API, hooks: WebhookServer) -> Iterator:
     """Create a webhook configuration; every one made is deleted after the test."""
     made: list[str] = []

@@ -29,9 +29,10 @@ def _patch(operations: list[dict[str, Any]]) -> str:
 
 class WebhookServer:
     """Paths: /allow, /deny, /deny-plain, /mutate, /record-labels, /mutate-invalid, /warn,
-    /slow, /bad-uid, /validating-patch; and for CRD conversion /convert (a Widget's
-    ``spec.size`` in v1 is ``spec.dimension`` in v2) and /convert-fail (a Failure result).
-    ``reviews[path]`` lists the reviews each one received."""
+    /slow, /bad-uid, /validating-patch, /cap-replicas (a Scale's replicas held to 3), any
+    other path allows; and for CRD conversion /convert (a Widget's ``spec.size`` in v1 is
+    ``spec.dimension`` in v2) and /convert-fail (a Failure result). ``reviews[path]`` lists
+    the reviews each one received."""
 
     def __init__(self, workdir: Path) -> None:
         ca = Issuer.new("webhook-test-ca")
@@ -107,6 +108,10 @@ class WebhookServer:
         elif behaviour == "validating-patch":
             response.update(patchType="JSONPatch", patch=_patch([
                 {"op": "add", "path": "/data", "value": {}}]))
+        elif behaviour == "cap-replicas":  # a Scale's spec.replicas held to at most 3
+            if review["request"]["object"]["spec"]["replicas"] > 3:
+                response.update(patchType="JSONPatch", patch=_patch([
+                    {"op": "replace", "path": "/spec/replicas", "value": 3}]))
         elif behaviour == "warn":
             response["warnings"] = ["configmaps are watched here"]
         elif behaviour == "slow":

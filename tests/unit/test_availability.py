@@ -14,7 +14,11 @@ from gateway.aggregator.apiservices import APISERVICES, available_condition
 from gateway.aggregator.availability import AvailabilityController
 from gateway.aggregator.metrics import AggregatorMetrics
 from gateway.aggregator.resolver import StoreServiceResolver
+from gateway.apis.core.endpoints import ENDPOINTS
+from gateway.apis.core.services import SERVICES
 from gateway.apis.install import build_kube_core
+from gateway.registry.lister import lister_for
+from gateway.registry.options import StoreOptions
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.storage.factory import StorageFactory
 from gateway.storage.sqlite import SQLiteStorage
@@ -32,7 +36,7 @@ class World:
     def __init__(self, tmp_path: Path) -> None:
         self.storage = SQLiteStorage(tmp_path / "state.db")
         self.factory = StorageFactory(self.storage)
-        self.core = build_kube_core(self.factory)
+        self.core = build_kube_core(StoreOptions(self.factory))
         self.apiservices = RESTStore(APISERVICES,
                                      self.factory.cacher(APISERVICES.storage_prefix))
         self.services = self.core.store("services")
@@ -42,7 +46,8 @@ class World:
         self.metrics = AggregatorMetrics()
         self.controller = AvailabilityController(
             self.apiservices, self.services, self.endpoints, self.clients,
-            StoreServiceResolver(self.services, self.endpoints, routing=True), self.metrics,
+            StoreServiceResolver(lister_for(self.factory, SERVICES),
+                                 lister_for(self.factory, ENDPOINTS), routing=True), self.metrics,
             resync_period=3600)
         self._task: asyncio.Task | None = None
 

@@ -21,6 +21,7 @@ from gateway.aggregator.openapi import AggregatedOpenAPI, OpenAPIDownloads, merg
 from gateway.aggregator.routes import Route, ServiceRef
 from gateway.apimachinery.status import StatusError
 from gateway.apis.install import build_kube_core
+from gateway.registry.options import StoreOptions
 from gateway.server.openapi import OpenAPI, v2_message
 from gateway.storage.factory import StorageFactory
 from gateway.storage.sqlite import SQLiteStorage
@@ -208,7 +209,7 @@ async def world(tmp_path: Path):
                   ServiceRef(SERVICE_NAMESPACE, SERVICE_NAME), ca_bundle=pki.ca_bundle,
                   available=True)
     proxy = Recorder()
-    core = build_kube_core(StorageFactory(SQLiteStorage(tmp_path / "state.db")))
+    core = build_kube_core(StoreOptions(StorageFactory(SQLiteStorage(tmp_path / "state.db"))))
     resources = [resource for resource, _ in core.served()]
     local = OpenAPI(lambda: resources)
     served = AggregatedOpenAPI(local, registration, clients, resolver, proxy)  # type: ignore

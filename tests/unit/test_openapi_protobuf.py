@@ -13,6 +13,7 @@ import yaml
 from google.protobuf.message import Message
 
 from gateway.apis.install import build_kube_core
+from gateway.registry.options import StoreOptions
 from gateway.server import openapi
 from gateway.server.openapi import v2_document, v2_message, v2_protobuf
 from gateway.storage.factory import StorageFactory
@@ -94,8 +95,8 @@ def round_trip(document: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def gateway_document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("openapi") / "state.db"
-    core = build_kube_core(StorageFactory(SQLiteStorage(path)), min_request_timeout=1800,
-                           stopping=None)
+    core = build_kube_core(StoreOptions(StorageFactory(SQLiteStorage(path))),
+                           min_request_timeout=1800, stopping=None)
     return v2_document([resource for resource, _ in core.served()])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gateway.admission.conditions import compile_error
 from gateway.apimachinery.labels import qualified_name_errors
+from gateway.apimachinery.objects import drop_nulls
 from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
@@ -42,18 +43,21 @@ class WebhookConfigurationStrategy(Strategy):
         self.prepare_for_create(new)
 
     def _default(self, webhook: dict) -> None:
-        webhook.setdefault("failurePolicy", "Fail")
-        webhook.setdefault("matchPolicy", "Equivalent")
-        webhook.setdefault("namespaceSelector", {})
-        webhook.setdefault("objectSelector", {})
-        webhook.setdefault("timeoutSeconds", 10)
+        """kube's SetDefaults_*Webhook: a field absent or null (Go decodes a null pointer field
+        as nil, which defaulting then fills) gets its default."""
+        _default(webhook, "failurePolicy", "Fail")
+        _default(webhook, "matchPolicy", "Equivalent")
+        _default(webhook, "namespaceSelector", {})
+        _default(webhook, "objectSelector", {})
+        _default(webhook, "timeoutSeconds", 10)
         if self.mutating:
-            webhook.setdefault("reinvocationPolicy", "Never")
+            _default(webhook, "reinvocationPolicy", "Never")
         for rule in webhook.get("rules") or []:
-            rule.setdefault("scope", "*")
+            _default(rule, "scope", "*")
         service = (webhook.get("clientConfig") or {}).get("service")
         if isinstance(service, dict):
-            service.setdefault("port", 443)
+            _default(service, "port", 443)
+        drop_nulls(webhook)  # the other fields are omitted when nil
 
     def validate(self, obj: Object) -> list[Cause]:
         """validate{Validating,Mutating}WebhookConfiguration: for each webhook, its own fields,
@@ -70,6 +74,11 @@ class WebhookConfigurationStrategy(Strategy):
                 causes.append(duplicate(f"{path}.name", name))
             seen.add(name)
         return causes
+
+
+def _default(fields: dict, key: str, value: object) -> None:
+    if fields.get(key) is None:
+        fields[key] = value
 
 
 def _webhook_causes(path: str, webhook: dict, mutating: bool) -> list[Cause]:
