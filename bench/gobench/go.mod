@@ -1,0 +1,3 @@
+module gatewaybench/gobench
+
+go 1.21
