@@ -48,6 +48,7 @@ from gateway.storage.interface import (
     WatchEvent,
     prefix_end,
 )
+from gateway.storage.readbatch import ReadBatcher
 from gateway.storage.watchstream import QueueWatch
 
 log = structlog.get_logger(__name__)
@@ -144,6 +145,8 @@ class _Endpoints:
         self.targets = [self._target(url) for url in config.servers]
         self.credentials = self._credentials(config)
         self.channels: list[grpc.aio.Channel | None] = [None] * len(self.targets)
+        #: One KV stub per channel: a stub is five callables made anew each time otherwise.
+        self.kv_stubs: list[rpc.KVStub | None] = [None] * len(self.targets)
         self.current = 0
 
     @staticmethod
@@ -186,6 +189,12 @@ class _Endpoints:
             self.channels[index] = channel
         return channel
 
+    def kv(self, index: int) -> rpc.KVStub:
+        stub = self.kv_stubs[index]
+        if stub is None:
+            stub = self.kv_stubs[index] = rpc.KVStub(self.channel(index))
+        return stub
+
     def failed(self, index: int) -> None:
         """Move on from a failing endpoint (once, however many requests saw it fail)."""
         if index == self.current:
@@ -196,6 +205,7 @@ class _Endpoints:
             if channel is not None:
                 await channel.close()
         self.channels = [None] * len(self.targets)
+        self.kv_stubs = [None] * len(self.targets)
 
 
 class EtcdStorage:
@@ -207,6 +217,7 @@ class EtcdStorage:
         self._endpoints: _Endpoints | None = None
         self._watches: set[_EtcdWatch] = set()
         self._compactor: asyncio.Task[None] | None = None
+        self._reads = ReadBatcher(self._read_many)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -229,7 +240,7 @@ class EtcdStorage:
         last: grpc.aio.AioRpcError | None = None
         for _ in range(len(endpoints.targets)):
             index = endpoints.current
-            stub = rpc.KVStub(endpoints.channel(index))
+            stub = endpoints.kv(index)
             try:
                 return await getattr(stub, method)(
                     request, timeout=timeout or self.config.request_timeout
@@ -247,10 +258,19 @@ class EtcdStorage:
         raise _map_error(last, key) from None
 
     async def _current_kv(self, full: bytes, key: str) -> tuple[int, bytes] | None:
-        resp = await self._kv("Range", rpc.RangeRequest(key=full), key)
-        if not resp.kvs:
-            return None
-        return resp.kvs[0].mod_revision, resp.kvs[0].value
+        """The key's (mod_revision, value), read with the other reads in flight."""
+        return await self._reads.get(full)
+
+    async def _read_many(self, keys: list[bytes]) -> list[tuple[int, bytes] | None]:
+        """Several keys in one request: a Range for one, a read-only Txn of Ranges for more
+        (both answered at one revision, linearizably)."""
+        if len(keys) == 1:
+            responses = [await self._kv("Range", rpc.RangeRequest(key=keys[0]))]
+        else:
+            request = rpc.TxnRequest(success=[rpc.RequestOp(
+                request_range=rpc.RangeRequest(key=key)) for key in keys])
+            responses = [r.response_range for r in (await self._kv("Txn", request)).responses]
+        return [(r.kvs[0].mod_revision, r.kvs[0].value) if r.kvs else None for r in responses]
 
     async def _swap(self, full: bytes, key: str, expected: int,
                     op: rpc.RequestOp) -> tuple[bool, Any]:
