@@ -152,8 +152,33 @@ def negotiate(request: web.BaseRequest, transforms: frozenset[str] = frozenset()
     that can stream."""
     header = request.headers.get("Accept", "")
     if not header.strip():
-        return MediaType()
+        return _JSON
+    key = (header, transforms, yaml_ok, protobuf)
+    choice = _negotiated.get(key)
+    if choice is None:
+        if len(_negotiated) >= _MAX_NEGOTIATED:
+            _negotiated.clear()
+        choice = _negotiated[key] = _negotiate(header, transforms, yaml_ok, protobuf)
+    if isinstance(choice, _Refusal):
+        raise status.not_acceptable(choice.types) if choice.types else status.not_acceptable()
+    return choice
 
+
+@dataclass(frozen=True)
+class _Refusal:
+    """An Accept header nothing answers (406), with the types named when not the default."""
+
+    types: tuple[str, ...] = ()
+
+
+#: Clients send a handful of Accept headers: each is parsed once per endpoint kind.
+_negotiated: dict[tuple[str, frozenset[str], bool, bool], MediaType | _Refusal] = {}
+_MAX_NEGOTIATED = 512
+_JSON = MediaType()
+
+
+def _negotiate(header: str, transforms: frozenset[str], yaml_ok: bool,
+               protobuf: bool) -> MediaType | _Refusal:
     def allows(fmt: str, transform: str, version: str) -> bool:
         if not transform:
             return fmt != "protobuf" or protobuf
@@ -163,9 +188,9 @@ def negotiate(request: web.BaseRequest, transforms: frozenset[str] = frozenset()
 
     choice = _choose(header, allows)
     if choice is None:
-        raise status.not_acceptable()
+        return _Refusal()
     if choice.format == "yaml" and not yaml_ok:
-        raise status.not_acceptable(status.STREAM_MEDIA_TYPES)
+        return _Refusal(status.STREAM_MEDIA_TYPES)
     return choice
 
 
