@@ -122,6 +122,69 @@ def _flatten_list(value: list, schema: dict, path: Path, out: dict[Path, Any]) -
             _flatten(element, resolve(items), element_path, out, struct=True)
 
 
+def fields_v1_of(obj: Object, schema: dict, *, skip_status: bool = False) -> Object:
+    """``to_fields_v1(set(flatten(obj, ...)))`` built in one walk, without the paths: what a
+    create's manager owns (every field of the new object)."""
+    tree: Object = {}
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind") or (skip_status and key == "status"):
+            continue
+        sub = property_schema(schema, key) or {}
+        if key == "metadata" and isinstance(value, dict):
+            meta = {k: v for k, v in value.items() if k not in IGNORED_METADATA}
+            node = _map_fields(meta, sub)
+            if node:
+                tree["f:metadata"] = node
+            continue
+        tree["f:" + key] = _field_fields(value, sub)
+    return _sorted_fields(tree)
+
+
+def _field_fields(value: Any, schema: dict) -> Object:
+    """The FieldsV1 node of one field (see _flatten_field)."""
+    if value is None or is_atomic(schema) or not value:
+        return {}
+    resolved = resolve(schema)
+    if resolved.get("type") == "array":
+        return _member(_list_fields(value, resolved))
+    if is_map(resolved):
+        return _member(_map_fields(value, resolved))
+    return _map_fields(value, resolved)
+
+
+def _member(children: Object) -> Object:
+    return {".": {}, **children} if children else {}
+
+
+def _map_fields(value: Any, schema: dict) -> Object:
+    if not isinstance(value, dict):
+        return {}
+    return {"f:" + key: _field_fields(item, property_schema(schema, key) or {})
+            for key, item in value.items()}
+
+
+def _list_fields(value: list, schema: dict) -> Object:
+    kind, items = list_type(schema), items_schema(schema) or {}
+    out: Object = {}
+    for element in value:
+        if kind == "set":
+            out[_value_key(element)] = {}
+        elif isinstance(element, dict):
+            out[_key_of(element, schema)] = _member(_map_fields(element, resolve(items)))
+    return out
+
+
+def _sorted_fields(node: Object) -> Object:
+    """Each level in path_order, "." first."""
+    keys = [key for key in node if key != "."]
+    if len(keys) > 1:
+        keys.sort(key=_part_order)
+    out: Object = {".": {}} if "." in node else {}
+    for key in keys:
+        out[key] = _sorted_fields(node[key])
+    return out
+
+
 def path_order(path: Path) -> tuple:
     """Paths in structured-merge-diff's order: fields, then keyed items, then set values;
     numbers compared as numbers, so port 80 comes before port 443."""
@@ -149,26 +212,33 @@ def _value_order(value: Any) -> tuple:
 
 
 def to_fields_v1(paths: set[Path]) -> Object:
-    """A set of paths in FieldsV1's nested form."""
-    tree: Object = {}
-    for path in sorted(paths, key=path_order):
+    """A set of paths in FieldsV1's nested form: each level in path_order, and a member that
+    has children marked with "." (a leaf is {})."""
+    tree: dict = {}
+    for path in paths:
         node = tree
         for part in path:
-            node = node.setdefault(part, {})
-    # a member with children carries "."; a leaf is {}
-    return _clean(tree, paths, ())
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            node = child
+        node[_MEMBER] = True
+    return _nested(tree)
 
 
-def _clean(node: Object, paths: set[Path], prefix: Path) -> Object:
+#: Marks a node whose own path is in the set (None: never a FieldsV1 key).
+_MEMBER = None
+
+
+def _nested(node: dict) -> Object:
     out: Object = {}
-    for key, child in node.items():
-        if key == ".":
-            continue
-        path = (*prefix, key)
-        cleaned = _clean(child, paths, path)
-        if path in paths and cleaned:
-            cleaned = {".": {}, **cleaned}
-        out[key] = cleaned
+    if _MEMBER in node and len(node) > 1:
+        out["."] = {}
+    keys = [key for key in node if key is not None]
+    if len(keys) > 1:
+        keys.sort(key=_part_order)
+    for key in keys:
+        out[key] = _nested(node[key])
     return out
 
 
@@ -247,6 +317,9 @@ def record_update(old: Object | None, new: Object, schema: dict, *, manager: str
     """Give ``manager`` the fields this write changed; write new.metadata.managedFields."""
     meta = new.setdefault("metadata", {})
     given = meta.get("managedFields")
+    if old is None and not given:  # a create: the manager owns every field
+        _record_create(new, schema, manager, api_version, subresource)
+        return
     previous = (old or {}).get("metadata", {}).get("managedFields")
     entries = Entries(previous if given is None else given)
     skip_status = subresource != "status" and _has_status(schema)
@@ -265,6 +338,23 @@ def record_update(old: Object | None, new: Object, schema: dict, *, manager: str
     meta["managedFields"] = entries.to_list()
     if not meta["managedFields"]:
         del meta["managedFields"]
+
+
+def _record_create(new: Object, schema: dict, manager: str, api_version: str,
+                   subresource: str) -> None:
+    meta = new["metadata"]
+    meta.pop("managedFields", None)
+    skip_status = subresource != "status" and _has_status(schema)
+    fields = fields_v1_of(new, schema, skip_status=skip_status)
+    if subresource == "status":
+        fields = {k: v for k, v in fields.items() if k == "f:status"}
+    if not fields:
+        return
+    entry: Object = {"manager": manager, "operation": "Update", "apiVersion": api_version,
+                     "time": _now(), "fieldsType": "FieldsV1", "fieldsV1": fields}
+    if subresource:
+        entry["subresource"] = subresource
+    meta["managedFields"] = [entry]
 
 
 def _has_status(schema: dict) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -577,3 +578,25 @@ def test_conflicts_and_fields_v1_in_kube_order() -> None:
         '.spec.ports[port=443,protocol="TCP"].targetPort']
     tree = fields_of(current, "creator")["f:spec"]["f:ports"]
     assert [k for k in tree if k != "."] == [PORT80, PORT443]
+
+
+@pytest.mark.parametrize("obj, schema", [
+    (configmap({"a": "1", "b": "2"}, labels={"x": "y"}, annotations={},
+               finalizers=["f/one", "f/two"], ownerReferences=[
+                   {"apiVersion": "v1", "kind": "K", "name": "o", "uid": "u1"}]), CONFIGMAP),
+    (configmap({}), CONFIGMAP),
+    ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bare"}}, CONFIGMAP),
+    (service([{"port": 80, "name": "http"}, {"port": 443, "protocol": "TCP", "name": "s"}],
+             selector={"app": "a"}, type="ClusterIP", clusterIPs=["10.0.0.1"],
+             sessionAffinityConfig={}), SERVICE),
+    ({**service([]), "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}}, SERVICE),
+    ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "labels": None},
+      "data": None, "binaryData": {"b": "AA=="}}, CONFIGMAP),
+])
+@pytest.mark.parametrize("skip_status", [False, True])
+def test_a_creates_fields_are_the_flattened_paths(obj, schema, skip_status):
+    expected = fm.to_fields_v1(set(fm.flatten(obj, schema, skip_status=skip_status)))
+    assert fm.fields_v1_of(obj, schema, skip_status=skip_status) == expected
+    # the same order at every level too (it is what clients see)
+    assert json.dumps(fm.fields_v1_of(obj, schema, skip_status=skip_status)) == \
+        json.dumps(expected)
