@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -39,8 +40,14 @@ def too_large() -> status.StatusError:
 
 async def read_body(request: web.BaseRequest, limit: int = MAX_BODY_BYTES) -> bytes:
     """The whole body, refusing (413) anything over ``limit`` without reading it all."""
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large()
+    length = request.content_length
+    if length is not None:
+        if length > limit:
+            raise too_large()
+        try:  # the common case: one read of the length the client declared
+            return await request.content.readexactly(length)
+        except asyncio.IncompleteReadError as err:
+            return err.partial  # the client closed early: what came is the body
     chunks, size = [], 0
     async for chunk in request.content.iter_chunked(64 * 1024):
         size += len(chunk)

@@ -9,9 +9,12 @@ certificate, since a connection shows the same one on every request.
 from __future__ import annotations
 
 import datetime
+import time
+import weakref
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from cryptography import x509
@@ -107,15 +110,38 @@ def organizations(cert: x509.Certificate) -> tuple[str, ...]:
 
 
 def x509_authenticator(verifier: CertificateVerifier):
-    """user = the certificate's CN, groups = its O values (kube's x509 authenticator)."""
+    """user = the certificate's CN, groups = its O values (kube's x509 authenticator).
+
+    A connection shows one certificate for its whole life: the answer is kept with the
+    connection's TLS object (and expires as the verifier's does), so a request on a known
+    connection does not read the certificate again."""
+    by_connection: weakref.WeakKeyDictionary[Any, tuple[Authenticated, float]] = \
+        weakref.WeakKeyDictionary()
 
     async def authenticate(request: web.BaseRequest) -> Authenticated | None:
-        der = peer_certificate(request)
+        transport = request.transport
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        if ssl_object is None:
+            return None
+        known = by_connection.get(ssl_object)
+        now = time.time()
+        if known is not None and now < known[1]:
+            return known[0]
+        der = ssl_object.getpeercert(binary_form=True)
         if not der:
             return None
-        return Authenticated(_user_of(verifier.verify(der)))
+        cert = verifier.verify(der)
+        result = Authenticated(_user_of(cert))
+        by_connection[ssl_object] = (
+            result, min(now + _CONNECTION_TTL, cert.not_valid_after_utc.timestamp()))
+        return result
 
     return authenticate
+
+
+#: How long a connection's verified certificate is taken as verified (never past its
+#: expiry).
+_CONNECTION_TTL = 10.0
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
