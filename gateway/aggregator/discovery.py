@@ -64,7 +64,7 @@ from gateway.server.discovery import (
 )
 from gateway.storage.interface import Object
 from gateway.transport import clients as transport
-from gateway.transport.clients import ClientManager
+from gateway.transport.clients import ClientManager, TLSConfigError
 from gateway.transport.resolver import ResolveError, ServiceResolver
 
 log = structlog.get_logger(__name__)
@@ -332,8 +332,12 @@ class DiscoveryManager:
             raise FetchError(f"service unavailable: {err}") from None
         host = f"[{address.host}]" if ":" in address.host else address.host
         url = f"https://{host}:{address.port}{path}"
-        context = self.clients.context(route.ca_bundle, insecure=route.insecure_skip_tls_verify,
-                                       client_cert=True)
+        try:
+            context = self.clients.context(route.ca_bundle,
+                                           insecure=route.insecure_skip_tls_verify,
+                                           client_cert=True)
+        except TLSConfigError as err:  # what the proxy answers too (a 500 with these words)
+            raise FetchError(str(err)) from None
         try:
             async with asyncio.timeout(self.timeout):
                 async with self.clients.session().get(

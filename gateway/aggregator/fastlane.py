@@ -1,29 +1,32 @@
-"""The proxy's fast lane: plain requests for a remote APIService served below aiohttp.
+"""The proxy's fast lane: plain requests for a remote APIService read and answered below
+aiohttp, through the same handler chain.
 
-Measured on the proxy benchmark (bench/proxy.py), aiohttp's server machinery and the filter
-chain's per-request objects cost several times what relaying a small GET costs. So every
-connection on the secure port starts here: each request head is parsed, and a request this
-lane can serve exactly as the slow lane (aiohttp's server and the handler chain) would, is
-served here; at the first request it does not take, the connection is handed to aiohttp for
-good, with the bytes read so far. Nothing is answered differently: the lane runs the same
-functions as the filters, in their order, and a test compares both lanes' answers.
+Measured on the proxy benchmark (bench/proxy.py), aiohttp's server machinery (its request and
+response objects, parser, payload writer) cost several times what relaying a small GET costs.
+So every connection on the secure port starts here: each request head is parsed, and a request
+this lane can carry is given to the one handler chain (gateway/server/handler_chain.py: the
+same filters, the aggregator's router and the proxy) as a ``LaneRequest``, which offers the
+members of aiohttp's request the chain reads (gateway/server/request.py). The chain answers
+through the lane's ``LaneStream``: the proxy streams a backend's answer into it while the
+chain (and so the request's deadline) runs, and a whole response it returns (a Status, an
+error) is written by it afterwards. At the first request the lane does not take, the
+connection is handed to aiohttp for good, with the bytes read so far.
 
-The lane takes a request when all of these hold (anything else, or anything unusual, goes to
+Nothing is decided here that the chain decides: the lane only chooses which requests it can
+carry. It takes a request when all of these hold (anything else, or anything unusual, goes to
 aiohttp, which answers it, errors included):
 
 - a strictly well-formed HTTP/1.1 head of at most MAX_HEAD bytes, origin-form target without
   ``%``, ``#``, ``//`` or ``/.``; GET, HEAD, DELETE or OPTIONS without a body, ``Expect``,
-  ``Upgrade`` or ``Transfer-Encoding``;
+  ``Upgrade`` or ``Transfer-Encoding`` (the lane has no body reader and no upgrade);
 - under ``/apis/<g>/<v>`` of a remote APIService that is Available;
-- not long-running (no watch);
+- not long-running (no watch: the lane's connections are for short exchanges);
 - no Impersonate-* header, no front-proxy header (X-Remote-*) and at most one Authorization;
-  no ``Origin`` when CORS is configured; auditing off.
+  no ``Origin`` when CORS is configured; auditing off (the gateway makes no lane then).
 
-Per request, as the filters do: the request id (Audit-ID), request info, the request metrics
-and in-flight gauge, drain tracking, Cache-Control, the deadline (``?timeout=`` and
---request-timeout), authentication, the in-flight limits, authorization, and then the proxy's
-own resolution, identity headers and keep-alive relay. Responses carry the headers aiohttp
-would write (Date, Server, Content-Length or chunked framing, Connection: close).
+Responses carry the headers aiohttp would write (Date, Server, Content-Length or chunked
+framing, Connection: close); ``tests/e2e/test_fast_lane.py`` and ``tests/e2e/test_proxy_verbs.py``
+compare both lanes' answers.
 """
 
 from __future__ import annotations
@@ -39,36 +42,16 @@ from typing import Any
 import structlog
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
-from multidict import CIMultiDict, MultiDict
+from multidict import CIMultiDict, MultiDict, MultiDictProxy
 from yarl import URL
 
-from gateway.aggregator.proxy import (
-    SMALL_BODY,
-    STREAM_ERRORS,
-    Proxy,
-    backend_response_headers,
-    discovery_deadline,
-    forwarded_headers,
-    go_target,
-    is_discovery,
-)
-from gateway.aggregator.routes import Route
-from gateway.aggregator.server import AggregatorServer, service_unavailable
-from gateway.apimachinery import status
-from gateway.apimachinery.context import fill_missing_headers, merge_streamed_headers
-from gateway.apimachinery.requestinfo import RequestInfo, parse_request_info
-from gateway.apimachinery.user import UserInfo
-from gateway.auth.authn import authenticate
-from gateway.auth.authorizer import Attributes, Decision, forbidden
-from gateway.auth.security import Security
-from gateway.endpoints.negotiation import status_response
-from gateway.server.filters.authentication import authentication_failed, credential_header_test
-from gateway.server.filters.draining import InFlightRequests
-from gateway.server.filters.limits import InFlightLimits, timed_out, timeout_from_query
-from gateway.server.filters.recovery import log_request
-from gateway.server.filters.requestid import request_id_for
-from gateway.server.metrics import Metrics
-from gateway.transport import relay
+from gateway.aggregator.server import ROUTE, AggregatorServer
+from gateway.apimachinery.context import REQUEST_INFO, RESPONSE_HEADERS, merge_streamed_headers
+from gateway.apimachinery.requestinfo import parse_request_info
+from gateway.auth.authn.requestheader import RequestHeaderConfig
+from gateway.server.filters.authentication import credential_header_test
+from gateway.server.genericapiserver import Handler
+from gateway.server.request import RESPONSE_STREAM
 
 log = structlog.get_logger("gateway.http")
 
@@ -76,15 +59,14 @@ log = structlog.get_logger("gateway.http")
 MAX_HEAD = 8190
 #: An idle keep-alive connection is closed after this long (aiohttp's keepalive_timeout).
 KEEPALIVE_TIMEOUT = 75.0
-#: How often deadlines and idle connections are checked.
-_TICK = 0.1
+#: How often idle connections are looked at.
+_TICK = 1.0
 _METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 _REQUEST_LINE = re.compile(rb"([A-Z]+) (/[!-~]*) HTTP/1\.1")
 _HEADER = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*")
 #: Request headers that send a request to aiohttp whatever their value.
 _DECLINED = frozenset({"transfer-encoding", "upgrade", "expect"})
-_bind = structlog.contextvars.bind_contextvars
-_reset = structlog.contextvars.reset_contextvars
+_NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 
 
 def parse_head(raw: bytes) -> tuple[str, str, CIMultiDict[str]] | None:
@@ -103,46 +85,58 @@ def parse_head(raw: bytes) -> tuple[str, str, CIMultiDict[str]] | None:
     return line[1].decode("ascii"), line[2].decode("ascii"), headers
 
 
-class LaneRequest:
-    """What the lane knows of a request; authenticators read its headers and transport as
-    they read an aiohttp request's, and may note things on it."""
+class LaneRequest(dict):  # type: ignore[type-arg]
+    """A request the lane carries, as the chain sees it (gateway.server.request.Request): the
+    members of aiohttp's request the filters read, its notes kept in the dict it is."""
 
-    __slots__ = ("_notes", "headers", "info", "keep_alive", "method", "path", "query",
-                 "remote", "route", "transport")
+    __slots__ = ("_url", "headers", "keep_alive", "method", "path", "raw_path", "raw_query",
+                 "remote", "transport")
 
-    def __init__(self, method: str, path: str, query: MultiDict[str], headers: CIMultiDict[str],
-                 info: RequestInfo, route: Route, transport: asyncio.Transport,
+    body_exists = False
+
+    def __init__(self, method: str, target: str, path: str, raw_query: str,
+                 headers: CIMultiDict[str], transport: asyncio.Transport,
                  remote: str | None) -> None:
-        self.method, self.path, self.query, self.headers = method, path, query, headers
-        self.info, self.route, self.transport, self.remote = info, route, transport, remote
+        super().__init__()
+        self.method, self.raw_path, self.path, self.raw_query = method, target, path, raw_query
+        self.headers, self.transport, self.remote = headers, transport, remote
         self.keep_alive = "close" not in headers.get("Connection", "").lower()
-        self._notes: dict[str, Any] = {}
+        self._url: URL | None = None
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._notes.get(key, default)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._notes[key] = value
+    def _parsed(self) -> URL:
+        url = self._url
+        if url is None:
+            url = self._url = URL.build(query_string=self.raw_query, encoded=True)
+        return url
 
     @property
-    def uri(self) -> str:
-        return go_target(self.path, self.query) if self.query else self.path
+    def query(self) -> MultiDictProxy[str]:
+        """Decoded as aiohttp's request.query (yarl's parsing), when first asked for."""
+        return self._parsed().query if self.raw_query else _NO_QUERY
+
+    @property
+    def query_string(self) -> str:
+        return self._parsed().query_string if self.raw_query else ""
+
+    def clone(self, *, headers: Any) -> LaneRequest:
+        """The lane's request is its own: changed in place, not copied."""
+        self.headers = headers
+        return self
 
 
 class FastLane:
-    """Decides which requests the lane takes, and serves them."""
+    """Decides which requests the lane takes, and carries them through the chain."""
 
-    def __init__(self, server: AggregatorServer, proxy: Proxy, security: Security,
-                 metrics: Metrics, in_flight: InFlightRequests, limits: InFlightLimits, *,
-                 request_timeout: float, cors: bool) -> None:
-        self.server, self.proxy, self.security, self.metrics = server, proxy, security, metrics
-        self.in_flight, self.limits = in_flight, limits
-        self.request_timeout = request_timeout
+    def __init__(self, server: AggregatorServer, handler: Handler, served: Any, *,
+                 front_proxy: RequestHeaderConfig | None, cors: bool) -> None:
+        self.server = server
+        #: The handler chain, the very one aiohttp's server calls.
+        self.handler = handler
+        self._served = served  # aggregator_proxy_fast_lane_requests_total
         self.cors = cors
-        self._is_credential = credential_header_test(security.front_proxy)
+        self._is_credential = credential_header_test(front_proxy)
         self.connections: set[LaneProtocol] = set()
         self._sweeper: asyncio.TimerHandle | None = None
-        self._served = proxy.metrics.fast_lane
 
     def protocol_factory(self, fallback: Callable[[], asyncio.Protocol]
                          ) -> Callable[[], LaneProtocol]:
@@ -153,7 +147,7 @@ class FastLane:
 
     def admit(self, method: str, target: str, headers: CIMultiDict[str],
               transport: asyncio.Transport, remote: str | None) -> LaneRequest | None:
-        """The request, when the lane serves it exactly as aiohttp's side would."""
+        """The request, when the lane can carry it."""
         if method not in _METHODS or "%" in target or "#" in target:
             return None
         path, _, raw_query = target.partition("?")
@@ -162,15 +156,16 @@ class FastLane:
         route = self.server.remote_route(path)
         if route is None or not route.available or not self._plain(headers):
             return None
-        query: MultiDict[str] = URL.build(path=path, query_string=raw_query,
-                                          encoded=True).query.copy() if raw_query \
-            else MultiDict()
-        if "watch" in query:
+        request = LaneRequest(method, target, path, raw_query, headers, transport, remote)
+        if raw_query and "watch" in request.query:
             return None
-        info = parse_request_info(method, path, _decoded_query(raw_query))
+        # classified here to know it is not long-running; the request info filter keeps it
+        info = parse_request_info(method, path, request.query_string)
         if info.is_long_running:
             return None
-        return LaneRequest(method, path, query, headers, info, route, transport, remote)
+        request[REQUEST_INFO] = info
+        request[ROUTE] = route
+        return request
 
     def _plain(self, headers: CIMultiDict[str]) -> bool:
         """No header that asks for something only aiohttp's side does."""
@@ -190,119 +185,24 @@ class FastLane:
     # -- serving ------------------------------------------------------------------------------
 
     async def serve(self, request: LaneRequest, conn: LaneProtocol) -> bool:
-        """Answer one request; whether the connection may serve another."""
-        started = time.monotonic()
+        """Answer one request through the handler chain; whether the connection may serve
+        another."""
         self._served.inc()
-        request_id = request_id_for(request.headers.get("Audit-ID", ""))
-        tokens = _bind(request_id=request_id)
-        info = request.info
-        labels = self.metrics.labels_of(request.method, request.headers.get("Content-Type", ""),
-                                        "dryRun" in request.query, info)
-        gauge = self.metrics.inflight_gauge(labels, False, info.is_mutating)
-        gauge.inc()
-        self.in_flight.enter()
-        writer = _Writer(conn, request, request_id, self.in_flight)
-        code = 500
+        stream = LaneStream(conn, request)
+        request[RESPONSE_STREAM] = stream
         try:
-            code = await self._answer(request, writer, conn)
-        except Exception:
-            log.exception("panic while serving a request", method=request.method,
-                          path=request.path)
-            if writer.started:
-                conn.abort()
-            else:
-                code = await writer.answer(status_response(request.headers, status.internal_error(
-                    "an error on the server has prevented the request from succeeding")))
-        finally:
-            self.in_flight.leave()
-            gauge.dec()
-            self.metrics.observe(labels, code, started)
-            log_request(request.method, request.uri, code, time.monotonic() - started,
-                        request.headers.get("User-Agent", ""), request.remote)
-            _reset(**tokens)
-        return writer.keep_alive
-
-    async def _answer(self, request: LaneRequest, writer: _Writer, conn: LaneProtocol) -> int:
-        """The deadline around the rest (the timeout filter: a 504, or a cut connection when
-        the answer had begun); Status errors as answers. The deadline is kept on the
-        connection and enforced by the lane's ticker, not a timer per request."""
-        try:
-            timeout = timeout_from_query(request.query.get("timeout"), self.request_timeout)
-            conn.deadline = time.monotonic() + timeout
-            try:
-                return await self._authorized(request, writer)
-            except asyncio.CancelledError:
-                if not conn.expired:
-                    raise
-                task = asyncio.current_task()
-                assert task is not None
-                task.uncancel()
-                if writer.started:
-                    writer.abort()
-                    return 504
-                raise timed_out() from None
-            finally:
-                conn.deadline = None
-        except status.StatusError as err:
-            if writer.started:
-                raise
-            return await writer.answer(status_response(request.headers, err))
-
-    async def _authorized(self, request: LaneRequest, writer: _Writer) -> int:
-        security = self.security
-        result = await authenticate(request, security.authenticators, security.anonymous)
-        if result is None:
-            return await writer.answer(authentication_failed(request.get("gateway.authn_errors"),
-                                                             request.headers))
-        user = result.user
-        taken = self.limits.enter(request.info, user)
-        try:
-            attributes = Attributes.of_request(user, request.info)
-            decision, reason = await security.authorize(attributes)
-            if decision is not Decision.ALLOW:
-                raise forbidden(attributes, reason)
-            return await self._proxied(request, writer, user)
-        finally:
-            if taken is not None:
-                taken.leave()
-
-    async def _proxied(self, request: LaneRequest, writer: _Writer, user: UserInfo) -> int:
-        """What the aggregator server and the proxy's relay do."""
-        route = request.route
-        if not route.available:
-            return await writer.answer(service_unavailable())
-        proxy = self.proxy
-        address = await proxy.resolve(route)
-        if isinstance(address, web.Response):
-            return await writer.answer(address)
-        gauge = proxy.metrics.opened(route.name)
-        gauge.inc()
-        try:
-            headers = forwarded_headers(request.headers, user, address, raw_path=request.path,
-                                        remote=request.remote, request_id=writer.request_id)
-            discovery = is_discovery(request.info, request.path)
-            exchanged = await proxy.exchange(route, address, request.method,
-                                             go_target(request.path, request.query), headers,
-                                             discovery)
-            if isinstance(exchanged, web.Response):
-                return await writer.answer(exchanged)
-            backend, response = exchanged
-            complete = False
-            try:
-                async with discovery_deadline(discovery):
-                    await writer.relay(response)
-                complete = True
-            except STREAM_ERRORS as err:
-                proxy.stream_failed(route.name, err)
-                writer.abort()
-            except asyncio.CancelledError:
-                writer.abort()
-                raise
-            finally:
-                proxy.finished(backend, response, complete)
-            return response.status
-        finally:
-            gauge.dec()
+            response = await self.handler(request)
+        except Exception:  # what the chain lets through: a failure after the head went out
+            stream.abort()
+            return False
+        if not stream.started:
+            if not isinstance(response, web.Response):  # nothing the lane could write
+                log.error("the fast lane cannot write this response",
+                          response=type(response).__name__)
+                stream.abort()
+                return False
+            await stream.answer(response)
+        return stream.keep_alive
 
     # -- connections --------------------------------------------------------------------------
 
@@ -310,13 +210,10 @@ class FastLane:
         self._sweeper = asyncio.get_running_loop().call_later(_TICK, self._tick)
 
     def _tick(self) -> None:
-        """Requests past their deadline are cancelled; idle connections past the keep-alive
-        timeout closed."""
+        """Idle connections past the keep-alive timeout are closed."""
         now = time.monotonic()
         for conn in list(self.connections):
-            if conn.deadline is not None and now >= conn.deadline:
-                conn.expire()
-            elif conn.idle_since is not None and now - conn.idle_since > KEEPALIVE_TIMEOUT:
+            if conn.idle_since is not None and now - conn.idle_since > KEEPALIVE_TIMEOUT:
                 conn.close()
         self._sweeper = asyncio.get_running_loop().call_later(_TICK, self._tick)
 
@@ -333,34 +230,63 @@ class FastLane:
             conn.close()
 
 
-def _decoded_query(raw: str) -> str:
-    """The query as aiohttp's request.query_string gives it (percent-decoded)."""
-    return URL.build(query_string=raw, encoded=True).query_string if raw else ""
+class LaneStream:
+    """Writes one response on a lane connection as aiohttp's response objects would: the
+    request's ResponseStream (gateway.server.request), and the response the chain returns
+    for what it streamed (its status, ``force_close``)."""
 
+    __slots__ = ("chunked", "conn", "keep_alive", "method", "request", "started", "status")
 
-class _Writer:
-    """Writes one response on a lane connection as aiohttp's response objects would."""
+    #: Once returned, its head is out (or the connection cut): the filters add nothing to it.
+    prepared = True
 
-    __slots__ = ("conn", "in_flight", "keep_alive", "method", "request_id", "started")
-
-    def __init__(self, conn: LaneProtocol, request: LaneRequest, request_id: str,
-                 in_flight: InFlightRequests) -> None:
-        self.conn, self.method, self.request_id = conn, request.method, request_id
-        self.in_flight = in_flight
+    def __init__(self, conn: LaneProtocol, request: LaneRequest) -> None:
+        self.conn, self.request, self.method = conn, request, request.method
         self.keep_alive = request.keep_alive
         self.started = False
+        self.chunked = False
+        self.status = 500
 
-    def _wanted(self) -> CIMultiDict[str]:
-        """The filters' headers: Audit-ID (request id) and Cache-Control."""
-        return CIMultiDict((("Audit-ID", self.request_id),
-                            ("Cache-Control", "no-cache, private")))
+    def force_close(self) -> None:
+        self.keep_alive = False
+
+    async def start(self, code: int, reason: str, headers: CIMultiDict[str],
+                    body: bytes | None = None) -> None:
+        wanted = self.request.get(RESPONSE_HEADERS)
+        if wanted:
+            merge_streamed_headers(headers, wanted)
+        self.status = code
+        head = self._head(code, reason, headers, len(body) if body else None)
+        await self.conn.write(head + body if body else head)
+
+    async def write(self, data: bytes) -> None:
+        await self.conn.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
+
+    async def finish(self) -> LaneStream:
+        if self.chunked:
+            await self.conn.write(b"0\r\n\r\n")
+        return self
+
+    def abort(self) -> LaneStream:
+        self.keep_alive = False
+        self.conn.abort()
+        return self
+
+    async def answer(self, response: web.Response) -> None:
+        """A response the chain returned whole (an error, a Status)."""
+        if response.keep_alive is False:  # force_close()d (the drain tracking filter)
+            self.keep_alive = False
+        body = response.body
+        assert isinstance(body, bytes | bytearray)
+        self.status = response.status
+        head = self._head(response.status, response.reason, CIMultiDict(response.headers),
+                          len(body))
+        empty = self.method == "HEAD" or response.status in (204, 304)
+        await self.conn.write(head if empty else head + body)
 
     def _head(self, code: int, reason: str, headers: CIMultiDict[str],
-              length: int | None) -> tuple[bytes, bool]:
-        """The response head as aiohttp prepares one, and whether the body is chunked."""
-        if self.in_flight.draining:  # the drain tracking filter's force_close
-            self.keep_alive = False
-        chunked = False
+              length: int | None) -> bytes:
+        """The response head as aiohttp prepares one; notes whether the body is chunked."""
         empty = self.method == "HEAD" or code in (204, 304) or 100 <= code < 200
         if length is None and "Content-Length" in headers:
             length = int(headers["Content-Length"])
@@ -370,7 +296,7 @@ class _Writer:
             headers.popall("Transfer-Encoding", None)
         else:
             if length is None:
-                chunked = True
+                self.chunked = True
                 headers["Transfer-Encoding"] = "chunked"
             else:
                 headers["Content-Length"] = str(length)
@@ -385,40 +311,7 @@ class _Writer:
         lines += [f"{k}: {v}\r\n" for k, v in headers.items()]
         lines.append("\r\n")
         self.started = True
-        return "".join(lines).encode("utf-8", "surrogateescape"), chunked
-
-    async def answer(self, response: web.Response) -> int:
-        """A response built whole (an error, a Status): the filters' headers it lacks."""
-        own = CIMultiDict(response.headers)
-        fill_missing_headers(own, self._wanted())
-        body = response.body
-        assert isinstance(body, bytes | bytearray)
-        head, _ = self._head(response.status, response.reason, own, len(body))
-        empty = self.method == "HEAD" or response.status in (204, 304)
-        await self.conn.write(head if empty else head + body)
-        return response.status
-
-    async def relay(self, response: relay.Response) -> None:
-        """A backend's response, its body as it arrives."""
-        own = backend_response_headers(CIMultiDict(), response.headers, self.request_id)
-        merge_streamed_headers(own, self._wanted())
-        code, reason = response.status, response.reason
-        length = response.length
-        if response.no_body or (length is not None and length <= SMALL_BODY):
-            body = await response.read()
-            head, _ = self._head(code, reason, own, None if response.no_body else length)
-            await self.conn.write(head + body if body else head)
-            return
-        head, chunked = self._head(code, reason, own, length)
-        await self.conn.write(head)
-        async for piece in response.iter():
-            await self.conn.write(b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece)
-        if chunked:
-            await self.conn.write(b"0\r\n\r\n")
-
-    def abort(self) -> None:
-        self.keep_alive = False
-        self.conn.abort()
+        return "".join(lines).encode("utf-8", "surrogateescape")
 
 
 _date: tuple[int, str] = (0, "")
@@ -445,9 +338,6 @@ class LaneProtocol(asyncio.Protocol):
         self.buffer = bytearray()
         self.task: asyncio.Task[None] | None = None
         self.idle_since: float | None = time.monotonic()
-        #: When the request being served must be done (None between requests).
-        self.deadline: float | None = None
-        self.expired = False
         self.remote: str | None = None
         self._more: asyncio.Future[None] | None = None
         self._paused_reading = False
@@ -477,7 +367,6 @@ class LaneProtocol(asyncio.Protocol):
         with contextlib.suppress(asyncio.CancelledError):
             while (request := await self._next_request()) is not None:
                 self.idle_since = None
-                self.expired = False
                 keep_alive = await self.lane.serve(request, self)
                 if not keep_alive or self._closed:
                     self.close()
@@ -543,13 +432,6 @@ class LaneProtocol(asyncio.Protocol):
         self._paused_writing = False
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
-
-    def expire(self) -> None:
-        """The request's deadline passed: its task is cancelled, and answers 504."""
-        self.deadline = None
-        self.expired = True
-        if self.task is not None:
-            self.task.cancel()
 
     def close(self) -> None:
         if self.transport is not None and not self._closed:

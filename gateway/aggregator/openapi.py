@@ -46,7 +46,7 @@ from gateway.aggregator.server import service_unavailable
 from gateway.server.openapi import OpenAPI, V2Spec
 from gateway.storage.codec import dumps, loads
 from gateway.transport import clients
-from gateway.transport.clients import ClientManager
+from gateway.transport.clients import ClientManager, TLSConfigError
 from gateway.transport.resolver import ResolveError, ServiceResolver
 
 log = structlog.get_logger(__name__)
@@ -214,8 +214,10 @@ class OpenAPIDownloads:
         except DownloadError as err:
             failures = self._failures[name] = self._failures.get(name, 0) + 1
             delay = min(FAILURE_DELAY * 2 ** (failures - 1), FAILURE_DELAY_MAX)
-            log.info("downloading an APIService's OpenAPI failed; retrying", apiservice=name,
-                     error=str(err), retry_in=delay)
+            # a warning when it starts failing, then one line per retry at info level
+            (log.warning if failures == 1 else log.info)(
+                "downloading an APIService's OpenAPI failed; retrying", apiservice=name,
+                error=str(err), retry_in=delay)
             self._add_later(name, delay)
             return
         self._failures.pop(name, None)
@@ -274,8 +276,12 @@ class OpenAPIDownloads:
             raise DownloadError(str(err)) from None
         host = f"[{address.host}]" if ":" in address.host else address.host
         url = f"https://{host}:{address.port}{path}"
-        context = self.clients.context(route.ca_bundle, insecure=route.insecure_skip_tls_verify,
-                                       client_cert=True)
+        try:
+            context = self.clients.context(route.ca_bundle,
+                                           insecure=route.insecure_skip_tls_verify,
+                                           client_cert=True)
+        except TLSConfigError as err:  # what the proxy answers too (a 500 with these words)
+            raise DownloadError(str(err)) from None
         try:
             async with self.clients.session().get(
                     url, headers={**headers, "X-Remote-User": AGGREGATOR_USER}, ssl=context,

@@ -24,6 +24,12 @@ caBundle for the name ``<service>.<namespace>.svc``:
 - the backend's status, headers (less hop-by-hop ones and the CORS headers kube strips) and
   body come back unchanged, except a redirect (3xx with a Location), which becomes a 502: a
   backend may not send the client elsewhere with the client's credentials;
+- the answer goes out through the request's ResponseStream (gateway/server/request.py):
+  aiohttp's response, or the fast lane's writer for a request the lane serves; either way
+  while the handler chain, and so the request's deadline, is still running;
+- a CA bundle client-go would refuse (nothing in it to trust) is a plain-text 500 with
+  client-go's words (``unable to load root certificates: ...``), as kube answers when it
+  cannot build the transport; no connection is attempted;
 - a backend that cannot be reached is a plain-text 503 ``error trying to reach service: ...``,
   a Service that does not resolve a plain-text 503 ``service unavailable``, as kube answers
   (not Status objects). A failure after the response started cuts the connection, so the client
@@ -43,7 +49,6 @@ import contextlib
 import posixpath
 import ssl
 import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -55,11 +60,12 @@ from yarl import URL
 
 from gateway.aggregator.metrics import AggregatorMetrics
 from gateway.aggregator.routes import Route
-from gateway.apimachinery.context import REQUEST_INFO, USER, prepare_response
+from gateway.apimachinery.context import REQUEST_INFO, USER
 from gateway.apimachinery.user import UserInfo
 from gateway.server.filters.requestid import REQUEST_ID
+from gateway.server.request import RESPONSE_STARTED, Request, Response, stream_for
 from gateway.transport import clients, goerrors, relay
-from gateway.transport.clients import ClientManager
+from gateway.transport.clients import ClientManager, TLSConfigError
 from gateway.transport.resolver import ResolveError, ServiceAddress, ServiceResolver
 
 log = structlog.get_logger(__name__)
@@ -159,14 +165,6 @@ def is_discovery(info: Any, path: str) -> bool:
     return not info.is_resource_request and path.strip("/").count("/") == 2
 
 
-@dataclass
-class _Target:
-    """What the proxy keeps per Route, rebuilt when the Route object is replaced."""
-
-    route: Route
-    server_name: str
-
-
 class Proxy:
     """Forwards requests to the backends of remote APIServices."""
 
@@ -175,20 +173,8 @@ class Proxy:
         self.clients = clients
         self.resolver = resolver
         self.metrics = metrics if metrics is not None else AggregatorMetrics()
-        self._targets: dict[str, _Target] = {}
         #: Bodiless GET/HEAD/DELETE/OPTIONS go by the lean keep-alive relay, not aiohttp.
         self.use_relay = True
-
-    def _target(self, route: Route) -> _Target:
-        target = self._targets.get(route.name)
-        if target is None or target.route is not route:
-            assert route.service is not None, "a local APIService is not proxied"
-            target = self._targets[route.name] = _Target(route, route.service.server_name)
-        return target
-
-    def forget(self, name: str) -> None:
-        """An APIService is gone."""
-        self._targets.pop(name, None)
 
     def _context(self, route: Route) -> ssl.SSLContext:
         return self.clients.context(route.ca_bundle, insecure=route.insecure_skip_tls_verify,
@@ -196,8 +182,16 @@ class Proxy:
 
     # -- serving ------------------------------------------------------------------------------
 
-    async def serve(self, request: web.BaseRequest, route: Route) -> web.StreamResponse:
-        target = self._target(route)
+    async def serve(self, request: Request, route: Route) -> Response:
+        """Answer ``request`` from the route's backend, in kube's order of checks: the
+        transport (a CA bundle client-go refuses is a plain-text 500 with its words), the
+        user, the Service's address (503), then the exchange."""
+        try:
+            context = self._context(route)
+        except TLSConfigError as err:
+            self.metrics.error(route.name, "transport")
+            self.metrics.request(route.name, 500)
+            return plain_error(500, str(err))
         user = request.get(USER)
         if user is None:
             return plain_error(500, "missing user")
@@ -208,8 +202,8 @@ class Proxy:
         gauge.inc()
         try:
             if _is_upgrade(request):
-                return await self._upgrade(request, route, address, user)
-            return await self._forward(request, target, address, user)
+                return await self._upgrade(request, route, context, address, user)
+            return await self._forward(request, route, context, address, user)
         finally:
             gauge.dec()
 
@@ -225,30 +219,37 @@ class Proxy:
             self.metrics.request(route.name, 503)
             return plain_error(503, "service unavailable")
 
-    async def _forward(self, request: web.BaseRequest, target: _Target, address: ServiceAddress,
-                       user: UserInfo) -> web.StreamResponse:
-        route = target.route
+    async def _forward(self, request: Request, route: Route, context: ssl.SSLContext,
+                       address: ServiceAddress, user: UserInfo) -> Response:
         name = route.name
-        headers = _request_headers(request, user, address, _DROPPED_REQUEST)
+        raw_path = _raw_path(request)
+        headers = forwarded_headers(request.headers, user, address, raw_path=raw_path,
+                                    remote=request.remote, request_id=request.get(REQUEST_ID))
         info = request.get(REQUEST_INFO)
         discovery = info is not None and is_discovery(info, request.path)
+        target = go_target(raw_path, request.query)
         if self.use_relay and _relayable(request, info):
-            return await self._relay(request, route, address, headers, discovery)
-        url = URL(f"https://{_hostport(address)}{_target_path(request)}", encoded=True)
+            exchanged = await self.exchange(route, context, address, request.method, target,
+                                            headers, discovery)
+            if isinstance(exchanged, web.Response):
+                return exchanged
+            conn, relayed = exchanged
+            try:
+                return await self._deliver(request, name, relayed.status, relayed.reason,
+                                           relayed.headers, relayed, discovery)
+            finally:
+                self.finished(conn, relayed)
+        url = URL(f"https://{_hostport(address)}{target}", encoded=True)
         started = time.monotonic()
         try:
             response = await self.clients.session().request(
                 request.method, url, headers=headers,
-                data=request.content if request.body_exists else None,
-                ssl=self._context(route), server_hostname=address.server_name,
+                data=request.content if request.body_exists else None,  # type: ignore[attr-defined]
+                ssl=context, server_hostname=address.server_name,
                 timeout=clients.timeout(DISCOVERY_TIMEOUT if discovery else None),
                 allow_redirects=False)
         except (aiohttp.ClientError, OSError, ssl.SSLError, TimeoutError, ValueError) as err:
-            self.metrics.error(name, "connect")
-            self.metrics.request(name, 503)
-            message = describe_error(err, address)
-            log.info("error trying to reach service", apiservice=name, error=message)
-            return plain_error(503, f"error trying to reach service: {message}")
+            return self._unreachable(name, err, address)
         self.metrics.observe(name, time.monotonic() - started)
         try:
             code = response.status
@@ -256,43 +257,55 @@ class Proxy:
                 self.metrics.error(name, "redirect")
                 self.metrics.request(name, 502)
                 return redirect_refused()
-            length = response.content_length
-            small = length is not None and length <= SMALL_BODY
-            out = _response_for(request, code, response.reason, response.headers.items(), small)
             self.metrics.request(name, code)
-            return await self._stream(request, response, out, name, small)
+            return await self._deliver(request, name, code, response.reason or "",
+                                       response.headers.items(), _ClientBody(response),
+                                       discovery)
         finally:
             response.release()
 
-    async def _stream(self, request: web.BaseRequest, response: aiohttp.ClientResponse,
-                      out: web.StreamResponse, name: str, small: bool) -> web.StreamResponse:
-        """The backend's body to the client as it arrives. A failure on either side after the
-        headers went out aborts the client's connection: a truncated body must not look
-        complete (as Go's proxy panics with ErrAbortHandler). A small body of a known length
-        is read whole and goes out with the head in one write."""
-        request["gateway.response_started"] = True
-        await prepare_response(request, out)
+    async def _deliver(self, request: Request, name: str, code: int, reason: str,
+                       headers: Any, body: Any, discovery: bool) -> Response:
+        """The backend's status, headers (less hop-by-hop and CORS ones) and body to the
+        client, through the request's ResponseStream (aiohttp's response, or the fast lane's
+        writer), within the request's deadline. A body of a known, small length is read
+        whole and leaves with the head in one write; a larger or unknown one is passed on as
+        it arrives. A failure on either side after the head went out cuts the client's
+        connection: a truncated body must not look complete (as Go's proxy panics with
+        ErrAbortHandler)."""
+        out = backend_response_headers(CIMultiDict(), headers, request.get(REQUEST_ID))
+        stream = stream_for(request)
+        request[RESPONSE_STARTED] = True
+        length = body.length
         try:
-            if small:
-                body = await response.read()
-                if body:
-                    await out.write(body)
-            else:
-                async for chunk in response.content.iter_any():
-                    await out.write(chunk)
-            await out.write_eof()
-        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            async with discovery_deadline(discovery):
+                if body.no_body or (length is not None and length <= SMALL_BODY):
+                    await stream.start(code, reason, out, await body.read())
+                else:
+                    await stream.start(code, reason, out)
+                    async for chunk in body.iter():
+                        await stream.write(chunk)
+                return await stream.finish()
+        except STREAM_ERRORS as err:
             self.stream_failed(name, err)
-            _abort(request)
+            return stream.abort()
         except asyncio.CancelledError:  # the client left, or the request's deadline
-            _abort(request)
+            stream.abort()
             raise
-        return out
+
+    def _unreachable(self, name: str, err: BaseException, address: ServiceAddress
+                     ) -> web.Response:
+        """kube's 503 for a backend that could not be reached (its dial or TLS error)."""
+        self.metrics.error(name, "connect")
+        self.metrics.request(name, 503)
+        message = describe_error(err, address)
+        log.info("error trying to reach service", apiservice=name, error=message)
+        return plain_error(503, f"error trying to reach service: {message}")
 
     # -- the lean path ------------------------------------------------------------------------
 
-    async def exchange(self, route: Route, address: ServiceAddress, method: str, target: str,
-                       headers: CIMultiDict[str], discovery: bool
+    async def exchange(self, route: Route, context: ssl.SSLContext, address: ServiceAddress,
+                       method: str, target: str, headers: CIMultiDict[str], discovery: bool
                        ) -> tuple[relay.Connection, relay.Response] | web.Response:
         """A bodiless request sent by the lean relay: the connection and the backend's response
         head (its body still to read), or the answer to give instead (503 when the backend
@@ -307,7 +320,7 @@ class Proxy:
         lines.append("\r\n")
         head = "".join(lines).encode("utf-8", "surrogateescape")
         pools = self.clients.relay
-        key = (address.host, address.port, address.server_name, self._context(route))
+        key = (address.host, address.port, address.server_name, context)
         started = time.monotonic()
         conn: relay.Connection | None = None
         try:
@@ -323,11 +336,7 @@ class Proxy:
                 asyncio.IncompleteReadError) as err:
             if conn is not None:
                 conn.close()
-            self.metrics.error(name, "connect")
-            self.metrics.request(name, 503)
-            message = describe_error(err, address)
-            log.info("error trying to reach service", apiservice=name, error=message)
-            return plain_error(503, f"error trying to reach service: {message}")
+            return self._unreachable(name, err, address)
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -347,10 +356,10 @@ class Proxy:
         self.metrics.request(name, code)
         return conn, response
 
-    def finished(self, conn: relay.Connection, response: relay.Response, complete: bool) -> None:
-        """A relayed exchange is over: its connection back to the pool when it can serve
-        again, closed otherwise."""
-        if complete and response.done and response.keep_alive:
+    def finished(self, conn: relay.Connection, response: relay.Response) -> None:
+        """A relayed exchange is over: its connection back to the pool when its body was read
+        whole and it can serve again, closed otherwise."""
+        if response.done and response.keep_alive:
             self.clients.relay.release(conn)
         else:
             conn.close()
@@ -362,51 +371,19 @@ class Proxy:
             self.metrics.error(name, "stream")
             log.info("proxied response ended early", apiservice=name, error=str(err))
 
-    async def _relay(self, request: web.BaseRequest, route: Route, address: ServiceAddress,
-                     headers: CIMultiDict[str], discovery: bool) -> web.StreamResponse:
-        """What _forward does through aiohttp, on a pooled keep-alive TLS stream of our own."""
-        exchanged = await self.exchange(route, address, request.method, _target_path(request),
-                                        headers, discovery)
-        if isinstance(exchanged, web.Response):
-            return exchanged
-        conn, response = exchanged
-        length = response.length
-        small = response.no_body or (length is not None and length <= SMALL_BODY)
-        out = _response_for(request, response.status, response.reason, response.headers,
-                            small)
-        request["gateway.response_started"] = True
-        complete = False
-        try:
-            async with discovery_deadline(discovery):
-                await prepare_response(request, out)
-                if small:
-                    body = await response.read()
-                    if body:
-                        await out.write(body)
-                else:
-                    async for chunk in response.iter():
-                        await out.write(chunk)
-                complete = True
-                await out.write_eof()
-        except STREAM_ERRORS as err:
-            self.stream_failed(route.name, err)
-            _abort(request)
-        except asyncio.CancelledError:
-            _abort(request)
-            raise
-        finally:
-            self.finished(conn, response, complete)
-        return out
-
     # -- upgrades -----------------------------------------------------------------------------
 
-    async def _upgrade(self, request: web.BaseRequest, route: Route, address: ServiceAddress,
-                       user: UserInfo) -> web.StreamResponse:
+    async def _upgrade(self, request: Any, route: Route, context: ssl.SSLContext,
+                       address: ServiceAddress, user: UserInfo) -> web.StreamResponse:
+        """An upgrade (aiohttp's side only: the fast lane declines them)."""
         name = route.name
-        headers = _request_headers(request, user, address, _DROPPED_UPGRADE)
+        raw_path = _raw_path(request)
+        headers = forwarded_headers(request.headers, user, address, _DROPPED_UPGRADE,
+                                    raw_path=raw_path, remote=request.remote,
+                                    request_id=request.get(REQUEST_ID))
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                address.host, address.port, ssl=self._context(route),
+                address.host, address.port, ssl=context,
                 server_hostname=address.server_name, limit=MAX_HEAD), clients.CONNECT_TIMEOUT)
         except (OSError, ssl.SSLError, TimeoutError, ValueError) as err:
             self.metrics.error(name, "connect")
@@ -414,7 +391,7 @@ class Proxy:
             return plain_error(503, f"error trying to reach service: "
                                     f"{describe_error(err, address)}")
         try:
-            head = [f"{request.method} {_target_path(request)} HTTP/1.1",
+            head = [f"{request.method} {go_target(raw_path, request.query)} HTTP/1.1",
                     f"Host: {_hostport(address)}"]
             head += [f"{k}: {v}" for k, v in headers.items() if k.lower() != "host"]
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
@@ -438,7 +415,7 @@ class Proxy:
         if transport is None or transport.is_closing():
             writer.close()
             return _Hijacked(code)
-        request["gateway.response_started"] = True
+        request[RESPONSE_STARTED] = True
         transport.write(raw)
         try:
             if code == 101:
@@ -457,7 +434,7 @@ class Proxy:
 _RELAYED_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
-def _relayable(request: web.BaseRequest, info: Any) -> bool:
+def _relayable(request: Request, info: Any) -> bool:
     """A request the lean relay takes: bodiless, idempotent, not a watch or other long one."""
     if request.method not in _RELAYED_METHODS or request.body_exists:
         return False
@@ -467,14 +444,21 @@ def _relayable(request: web.BaseRequest, info: Any) -> bool:
     return not (info is None or info.is_long_running or "watch" in request.query)
 
 
-def _response_for(request: web.BaseRequest, code: int, reason: str | None, headers: Any,
-                  small: bool) -> web.StreamResponse:
-    """The client's response for a backend's status and headers: less hop-by-hop and CORS
-    ones, with the request's Audit-ID unless the backend set one. A small body of a known
-    length goes out with the head in one write."""
-    out = (_SmallResponse if small else web.StreamResponse)(status=code, reason=reason)
-    backend_response_headers(out.headers, headers, request.get(REQUEST_ID))
-    return out
+class _ClientBody:
+    """An aiohttp client response's body, read as the relay's responses are."""
+
+    __slots__ = ("length", "no_body", "response")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.response = response
+        self.length = response.content_length
+        self.no_body = False
+
+    async def read(self) -> bytes:
+        return await self.response.read()
+
+    def iter(self) -> Any:
+        return self.response.content.iter_any()
 
 
 def backend_response_headers(out: CIMultiDict[str], headers: Any, request_id: str | None
@@ -501,10 +485,12 @@ def _hostport(address: ServiceAddress) -> str:
     return f"{host}:{address.port}"
 
 
-def _target_path(request: web.BaseRequest) -> str:
-    """The path as the client sent it, and the query re-encoded as Go's Query().Encode()
-    (keys sorted, values in order)."""
-    return go_target(request.rel_url.raw_path, request.query if request.query_string else None)
+def _raw_path(request: Request) -> str:
+    """The path as the client sent it (not decoded), without the query."""
+    raw = request.raw_path
+    if raw.startswith("/"):
+        return raw.partition("?")[0]
+    return request.rel_url.raw_path  # type: ignore[attr-defined]  # absolute-form (aiohttp)
 
 
 def go_target(path: str, query: Any) -> str:
@@ -526,13 +512,6 @@ def _forwarded_uri(raw_path: str) -> str:
     if raw_path.endswith("/") and not cleaned.endswith("/"):
         cleaned += "/"
     return cleaned
-
-
-def _request_headers(request: web.BaseRequest, user: UserInfo, address: ServiceAddress,
-                     dropped: frozenset[str]) -> CIMultiDict[str]:
-    return forwarded_headers(request.headers, user, address, dropped,
-                             raw_path=request.rel_url.raw_path, remote=request.remote,
-                             request_id=request.get(REQUEST_ID))
 
 
 def forwarded_headers(headers: Any, user: UserInfo, address: ServiceAddress,
@@ -580,19 +559,6 @@ def _status_code(head: bytes) -> int:
     if len(line) < 2 or not line[0].startswith(b"HTTP/") or not line[1].isdigit():
         raise ValueError(f"malformed HTTP response {head[:64]!r}")
     return int(line[1])
-
-
-def _abort(request: web.BaseRequest) -> None:
-    transport = request.transport
-    if transport is not None:
-        transport.abort()
-
-
-class _SmallResponse(web.StreamResponse):
-    """A response whose head waits for its body (a known, small length follows at once), so
-    that both leave in one write: one TLS record instead of two."""
-
-    _send_headers_immediately = False
 
 
 class _Hijacked(web.StreamResponse):

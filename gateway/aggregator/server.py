@@ -8,9 +8,13 @@ served down the chain. A remote route is served by the proxy, but only while its
 is Available: otherwise (or while no proxy is configured) the answer is kube-aggregator's
 plain-text ``503 service unavailable``. The core group (``/api/v1``) is always local.
 
-The proxy is anything with ``async serve(request, route) -> StreamResponse``; it is called only
+The proxy is anything with ``async serve(request, route) -> Response``; it is called only
 for a remote, available route, and owns everything from there (resolving the Service, TLS,
 identity headers, streaming, upgrades, its own error answers).
+
+A request the proxy's fast lane took carries the route the lane chose it for (``ROUTE``): the
+lane serves remote routes only, so such a request is never handed to the local servers, even
+if its APIService changed in the meantime (it is answered as one that came a moment earlier).
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ from aiohttp import web
 from gateway.aggregator.registration import APIServiceRegistration
 from gateway.aggregator.routes import Route
 from gateway.server.genericapiserver import GenericAPIServer
+from gateway.server.request import Request, Response
+
+#: The remote route a request was admitted to the fast lane for.
+ROUTE = "gateway.route"
 
 
 class Proxy(Protocol):
-    async def serve(self, request: web.BaseRequest, route: Route) -> web.StreamResponse: ...
+    async def serve(self, request: Request, route: Route) -> Response: ...
 
 
 def service_unavailable() -> web.Response:
@@ -55,8 +63,8 @@ class AggregatorServer:
             return None  # the aggregator's own groups (apiregistration) are never proxied
         return route
 
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        route = self.remote_route(request.path)
+    async def handle(self, request: Request) -> Response:
+        route = request.get(ROUTE) or self.remote_route(request.path)
         if route is None:
             return await self.local.handle(request)
         if not route.available or self.proxy is None:

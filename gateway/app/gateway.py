@@ -183,8 +183,6 @@ class Gateway:
         self.discovery_manager = DiscoveryManager(self.discovery.store, self.clients,
                                                   self.resolver)
         self.registration.observe(self.discovery_manager.observe)
-        self.registration.observe(
-            lambda name, route, _obj: self.proxy.forget(name) if route is None else None)
         self.remote_availability = AvailabilityController(
             self.apiservices, self.core.store("services"), self.core.store("endpoints"),
             self.clients, self.resolver, self.aggregator_metrics)
@@ -207,12 +205,11 @@ class Gateway:
         self.handler: Handler = build_handler_chain(self.aggregator_server.handle, options,
                                                     self.in_flight, self.limits, self.metrics,
                                                     self.security, self.audit)
-        # plain requests for remote APIServices served below aiohttp (none while auditing:
-        # the audit filter runs on aiohttp's side only)
+        # plain requests for remote APIServices read below aiohttp, through the same chain
+        # (none while auditing: audited requests go by aiohttp's side only)
         self.fast_lane = None if self.audit is not None else FastLane(
-            self.aggregator_server, self.proxy, self.security, self.metrics, self.in_flight,
-            self.limits, request_timeout=options.request_timeout,
-            cors=bool(options.cors_allowed_origins))
+            self.aggregator_server, self.handler, self.aggregator_metrics.fast_lane,
+            front_proxy=self.security.front_proxy, cors=bool(options.cors_allowed_origins))
 
     @property
     def storage_description(self) -> str:

@@ -10,9 +10,11 @@ proxy transport).
 - Beside it, the proxy's lean keep-alive relay pools (``relay``, gateway/transport/relay.py),
   keyed by (host, port, server name, TLS context), closed with the session.
 - A TLS context per (CA bundle, insecure, with or without the proxy client certificate), made
-  once and cached. The server name a certificate must carry is not part of a Python context:
-  it is given per connection (``server_hostname``), and the pool keys connections by it, so a
-  connection verified for one Service is never reused for another.
+  once and cached. A CA bundle with no certificate to trust is refused with client-go's words
+  (``TLSConfigError``: kube cannot build the transport), remembered as well. The server
+  name a certificate must carry is not part of a Python context: it is given per connection
+  (``server_hostname``), and the pool keys connections by it, so a connection verified for
+  one Service is never reused for another.
 - The proxy client certificate (``--proxy-client-cert-file``/``--proxy-client-key-file``) is
   read again when either file changes (their status is looked at no more than once a second);
   contexts made with the old certificate are dropped, their idle connections age out. A pair
@@ -33,7 +35,7 @@ from pathlib import Path
 import aiohttp
 import structlog
 
-from gateway.transport import relay
+from gateway.transport import goerrors, relay
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +63,12 @@ class ClientCertError(Exception):
     """The proxy client certificate or key does not load; the message names the flags."""
 
 
+class TLSConfigError(ValueError):
+    """A TLS configuration client-go would not build a transport from (a CA bundle with
+    nothing to trust); the message is client-go's, e.g. ``unable to load root certificates:
+    unable to parse bytes as PEM block``."""
+
+
 class ClientManager:
     """TLS contexts and pooled connections for every outgoing call."""
 
@@ -71,6 +79,7 @@ class ClientManager:
         self.key_file = proxy_client_key_file
         self.reload_interval = reload_interval
         self._contexts: dict[tuple[bytes, bool, bool], ssl.SSLContext] = {}
+        self._refused: dict[bytes, TLSConfigError] = {}
         self._session: aiohttp.ClientSession | None = None
         self.relay = relay.Pools()  # the proxy's lean keep-alive path
         self._pair: _Pair | None = None
@@ -92,7 +101,8 @@ class ClientManager:
                 client_cert: bool = False) -> ssl.SSLContext:
         """The TLS context trusting ``ca_bundle`` (PEM; the system's roots when empty), or
         verifying nothing when ``insecure``; presenting the proxy client certificate when
-        ``client_cert`` and one is configured. Cheap: a clock read and a dictionary look-up."""
+        ``client_cert`` and one is configured. Cheap: a clock read and a dictionary look-up.
+        TLSConfigError when the bundle holds nothing to trust."""
         client_cert = client_cert and self._pair is not None
         if client_cert:
             now = time.monotonic()
@@ -102,9 +112,19 @@ class ClientManager:
         key = (ca_bundle, insecure, client_cert)
         context = self._contexts.get(key)
         if context is None:
+            refused = self._refused.get(ca_bundle)
+            if refused is not None and not insecure:
+                raise refused
             if len(self._contexts) >= MAX_CONTEXTS:
                 self._contexts.clear()
-            context = self._contexts[key] = self._new_context(ca_bundle, insecure, client_cert)
+            try:
+                context = self._new_context(ca_bundle, insecure, client_cert)
+            except TLSConfigError as err:
+                if len(self._refused) >= MAX_CONTEXTS:
+                    self._refused.clear()
+                self._refused[ca_bundle] = err
+                raise
+            self._contexts[key] = context
         return context
 
     def _new_context(self, ca_bundle: bytes, insecure: bool, client_cert: bool) -> ssl.SSLContext:
@@ -113,9 +133,11 @@ class ClientManager:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         else:
-            # cadata refuses junk with SSLError, which the caller reports as a TLS failure
-            context = ssl.create_default_context(
-                cadata=ca_bundle.decode("ascii", "replace") if ca_bundle else None)
+            try:
+                context = ssl.create_default_context(
+                    cadata=ca_bundle.decode("ascii", "replace") if ca_bundle else None)
+            except (ssl.SSLError, ValueError, TypeError):
+                raise TLSConfigError(goerrors.root_certificates_error(ca_bundle)) from None
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
         if client_cert and self._pair is not None:

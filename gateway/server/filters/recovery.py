@@ -12,11 +12,11 @@ import logging
 import time
 
 import structlog
-from aiohttp import web
 
 from gateway.apimachinery import status
 from gateway.endpoints.negotiation import status_response
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import RESPONSE_STARTED, Request, Response
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
 
@@ -24,7 +24,7 @@ log = structlog.get_logger("gateway.http")
 
 
 def with_panic_recovery(handler: Handler) -> Handler:
-    async def recovery_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def recovery_filter(request: Request) -> Response:
         started = time.monotonic()
         try:
             response = await handler(request)
@@ -42,7 +42,7 @@ def with_panic_recovery(handler: Handler) -> Handler:
             response = status.internal_error(
                 "an error on the server has prevented the request from succeeding"
             ).response()
-        log_request(request.method, request.rel_url.raw_path_qs, response.status,
+        log_request(request.method, request.raw_path, response.status,
                     time.monotonic() - started, request.headers.get("User-Agent", ""),
                     request.remote)
         return response
@@ -50,9 +50,9 @@ def with_panic_recovery(handler: Handler) -> Handler:
     return recovery_filter
 
 
-def _already_started(request: web.BaseRequest) -> bool:
+def _already_started(request: Request) -> bool:
     """A streamed response that already sent headers cannot become a Status any more."""
-    return bool(request.get("gateway.response_started"))
+    return bool(request.get(RESPONSE_STARTED))
 
 
 def log_request(method: str, uri: str, code: int, seconds: float, user_agent: str,

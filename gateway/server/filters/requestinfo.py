@@ -1,19 +1,22 @@
-"""Classify each request once (verb, group, version, resource...) for everything after it."""
+"""Classify each request once (verb, group, version, resource...) for everything after it.
+
+The proxy's fast lane classifies a request before taking it (it takes no long-running ones);
+it hands its classification along, and it is not made twice."""
 
 from __future__ import annotations
-
-from aiohttp import web
 
 from gateway.apimachinery.context import REQUEST_INFO
 from gateway.apimachinery.requestinfo import parse_request_info
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import Request, Response
 
 
 def with_request_info(handler: Handler) -> Handler:
-    async def request_info_filter(request: web.BaseRequest) -> web.StreamResponse:
-        request[REQUEST_INFO] = parse_request_info(
-            request.method, request.path, request.query_string
-        )
+    async def request_info_filter(request: Request) -> Response:
+        if REQUEST_INFO not in request:
+            request[REQUEST_INFO] = parse_request_info(
+                request.method, request.path, request.query_string
+            )
         return await handler(request)
 
     return request_info_filter
