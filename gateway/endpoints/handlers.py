@@ -49,6 +49,7 @@ from gateway.endpoints.watch import (
 from gateway.registry import fieldmanager
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.registry.versions import StrictDecodingError, reporting
+from gateway.storage.codec import embedded
 from gateway.storage.errors import TooOldResourceVersionError
 from gateway.storage.interface import ListResult, Preconditions
 
@@ -155,8 +156,13 @@ class ResourceEndpoints:
             raise status.not_acceptable_transform(
                 f"you requested {media.transform}, but the requested object is a list "
                 f"({self._go_type(self.resource.list_kind)})")
+        encoded = result.encoded
+        if media.format == "json" and encoded is not None:  # spliced as the cache encoded them
+            items = embedded([cached.data for cached in encoded])
+        else:
+            items = result.items
         return {"kind": self.resource.list_kind, "apiVersion": self.resource.api_version,
-                "metadata": meta, "items": result.items}
+                "metadata": meta, "items": items}
 
     def _answer(self, request: web.BaseRequest, obj: Any, code: int,
                 options: WriteOptions | None = None) -> web.Response:

@@ -3,7 +3,9 @@ or kube's protobuf framing (``application/vnd.kubernetes.protobuf;stream=watch``
 4-byte big-endian length and a meta/v1 WatchEvent holding the object's own protobuf encoding).
 
 Headers go out at once. Each event's encoding is made once per form (format, served version,
-PartialObjectMetadata or not) and shared by every watcher that sends the same event so. A
+PartialObjectMetadata or not) and shared by every watcher that sends the same event so; a JSON
+event of the stored version splices the watch cache's encoding of the object, made once per
+object version for every list and watch (gateway/storage/cachedobject.py). A
 watch ends at its timeout (timeoutSeconds, or a random time between --min-request-timeout and
 twice that, as kube-apiserver picks), when the client goes away, when the cache closes it (too
 slow), or when the gateway stops.
@@ -52,6 +54,8 @@ class WatchEncoder:
         self.transform = transform  # Table / PartialObjectMetadata conversion
         self.convert = convert
         self._protobuf = media.format == "protobuf"
+        #: The object as the cache encoded it is the answer: JSON, stored version, as it is.
+        self._splice = media.format == "json" and transform is None and convert is None
         #: A Table's first event differs from the others (its column headers); a plain
         #: object or its PartialObjectMetadata is the same for every watcher of this form.
         self.cacheable = transform is None or media.transform != "Table"
@@ -76,8 +80,11 @@ class WatchEncoder:
         if self.cacheable:
             cached = event.cache.get(self._key)
             if cached is None:
-                cached = event.cache[self._key] = self._event(event.type.value,
-                                                              self._shaped(event.object))
+                if self._splice and event.encoded is not None:
+                    cached = _spliced_line(event.type.value, event.encoded.data)
+                else:
+                    cached = self._event(event.type.value, self._shaped(event.object))
+                event.cache[self._key] = cached
             return cached
         first, self._first = self._first, False
         assert self.transform is not None
@@ -140,7 +147,12 @@ class _ConversionFailed(Exception):
 
 
 def _line(event_type: str, obj: Any) -> bytes:
-    return b'{"type":"' + event_type.encode() + b'","object":' + dumps(obj) + b"}\n"
+    return _spliced_line(event_type, dumps(obj))
+
+
+def _spliced_line(event_type: str, encoded: bytes) -> bytes:
+    """A JSON watch event line around an object already encoded."""
+    return b"".join((b'{"type":"', event_type.encode(), b'","object":', encoded, b"}\n"))
 
 
 def _error_status(error: Exception | None) -> Object:

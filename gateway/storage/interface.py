@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from gateway.storage.cachedobject import CachedObject
 
 Object = dict[str, Any]
 
@@ -38,20 +41,75 @@ class EventType(enum.StrEnum):
     ERROR = "ERROR"
 
 
-@dataclass(slots=True)
 class WatchEvent:
-    """One change. For DELETED, ``object`` is the last state with the deletion's revision."""
+    """One change. For DELETED, ``object`` is the last state with the deletion's revision.
 
-    type: EventType
-    key: str
-    object: Object | None
-    revision: int
-    prev_object: Object | None = None
-    error: Exception | None = None
-    #: A BOOKMARK that closes the initial events of a watch-list (sendInitialEvents).
-    initial_events_end: bool = False
-    #: Encodings of this event made once and shared by every watcher that sends it.
-    cache: dict[Any, Any] = field(default_factory=dict)
+    An event from the watch cache also carries ``encoded`` (and ``prev_encoded``): the
+    object's JSON encoded once and shared by every watcher and list that sends it; its
+    ``object`` is then decoded only if something reads it. Objects are shared: never change
+    them (make a new event instead).
+    """
+
+    __slots__ = (
+        "_cache",
+        "_object",
+        "_prev_object",
+        "encoded",
+        "error",
+        "initial_events_end",
+        "key",
+        "prev_encoded",
+        "revision",
+        "type",
+    )
+
+    def __init__(
+        self,
+        type: EventType,
+        key: str,
+        object: Object | None,
+        revision: int,
+        prev_object: Object | None = None,
+        error: Exception | None = None,
+        initial_events_end: bool = False,
+        *,
+        encoded: CachedObject | None = None,
+        prev_encoded: CachedObject | None = None,
+    ) -> None:
+        self.type = type
+        self.key = key
+        self.revision = revision
+        self.error = error
+        #: A BOOKMARK that closes the initial events of a watch-list (sendInitialEvents).
+        self.initial_events_end = initial_events_end
+        self.encoded = encoded
+        self.prev_encoded = prev_encoded
+        self._object = object
+        self._prev_object = prev_object
+        self._cache: dict[Any, Any] | None = None
+
+    @property
+    def object(self) -> Object | None:
+        if self._object is None and self.encoded is not None:
+            self._object = self.encoded.decode()
+        return self._object
+
+    @property
+    def prev_object(self) -> Object | None:
+        if self._prev_object is None and self.prev_encoded is not None:
+            self._prev_object = self.prev_encoded.decode()
+        return self._prev_object
+
+    @property
+    def cache(self) -> dict[Any, Any]:
+        """Encodings of this event made once and shared by every watcher that sends it."""
+        if self._cache is None:
+            self._cache = {}
+        return self._cache
+
+    def __repr__(self) -> str:
+        return (f"WatchEvent({self.type.value}, {self.key!r}, revision={self.revision}"
+                + (f", error={self.error!r}" if self.error is not None else "") + ")")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +141,50 @@ class Preconditions:
             )
 
 
-@dataclass(slots=True)
 class ListResult:
-    items: list[Object]
-    #: The revision the list was read at (the list's resourceVersion).
-    revision: int
-    #: Token for the next page, or "" when this is the last page.
-    continue_token: str = ""
-    #: Items left after this page, when known (no predicate was applied).
-    remaining: int | None = None
+    """A list's objects and where it stands.
+
+    A list from the watch cache carries ``encoded``: each item's JSON, encoded once and
+    shared, which a JSON answer splices; ``items`` are then decoded only when read. Setting
+    ``items`` (converted objects, say) drops ``encoded``, which would no longer be them.
+    """
+
+    __slots__ = ("_encoded", "_items", "continue_token", "remaining", "revision")
+
+    def __init__(
+        self,
+        items: list[Object] | None = None,
+        revision: int = 0,
+        continue_token: str = "",
+        remaining: int | None = None,
+        *,
+        encoded: list[CachedObject] | None = None,
+    ) -> None:
+        #: The revision the list was read at (the list's resourceVersion).
+        self.revision = revision
+        #: Token for the next page, or "" when this is the last page.
+        self.continue_token = continue_token
+        #: Items left after this page, when known (no predicate was applied).
+        self.remaining = remaining
+        self._items = items if items is not None or encoded is not None else []
+        self._encoded = encoded
+
+    @property
+    def items(self) -> list[Object]:
+        if self._items is None:
+            assert self._encoded is not None
+            self._items = [cached.decode() for cached in self._encoded]
+        return self._items
+
+    @items.setter
+    def items(self, items: list[Object]) -> None:
+        self._items = items
+        self._encoded = None
+
+    @property
+    def encoded(self) -> list[CachedObject] | None:
+        """The items' shared encodings, as long as ``items`` was not replaced."""
+        return self._encoded
 
 
 class Watch(Protocol):

@@ -10,6 +10,11 @@ when it is full the dispatcher waits, for all blocked watchers together, at most
 of a small time budget (refilled over time, as kube's timeBudget), then closes those that still
 have no room. A closed watcher's client re-lists, as with kube-apiserver.
 
+Each object version is held as its JSON, encoded once when it arrives (``CachedObject``):
+lists and watch events in JSON splice those bytes, and a dict is made only for what reads the
+object in process. A resource that in-process readers scan (``objects()``: RBAC, CRDs,
+APIServices...) is kept decoded as well; the window of events refers to the same versions.
+
 Writes and uncached reads go straight to the storage, so a Cacher can stand wherever a
 Storage is expected.
 """
@@ -18,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 import structlog
 
+from gateway.storage.cachedobject import CachedObject
 from gateway.storage.errors import (
     FutureRevisionError,
     KeyNotFoundError,
@@ -43,6 +50,12 @@ from gateway.storage.interface import (
 from gateway.storage.watchstream import QueueWatch
 
 log = structlog.get_logger(__name__)
+
+#: Set (to anything) to have every cache check, whenever it lets go of a kept object, that no
+#: reader changed it: the end-to-end tests run the gateway so.
+VERIFY_SHARED_ENV = "GATEWAY_VERIFY_SHARED_OBJECTS"
+#: What the cache logs when that check fails (tests look for it).
+CHANGED_SHARED_OBJECT = "a reader changed a shared object of the watch cache"
 
 
 class TimeBudget:
@@ -83,13 +96,34 @@ def convert_for(event: WatchEvent, prefix: str, predicate: Predicate | None) -> 
     if now and before:
         return event
     if now:
-        return WatchEvent(EventType.ADDED, event.key, event.object, event.revision)
+        return WatchEvent(EventType.ADDED, event.key, event.object, event.revision,
+                          encoded=event.encoded)
     if before:
         assert event.prev_object is not None
         meta = {**event.prev_object.get("metadata", {}), "resourceVersion": str(event.revision)}
         gone = {**event.prev_object, "metadata": meta}
-        return WatchEvent(EventType.DELETED, event.key, gone, event.revision, event.prev_object)
+        return WatchEvent(EventType.DELETED, event.key, gone, event.revision, event.prev_object,
+                          prev_encoded=event.prev_encoded)
     return None
+
+
+class _Change:
+    """An event as the window keeps it: the versions it names, no decoded objects (a watch
+    that resumes from the window gets new WatchEvents made of these)."""
+
+    __slots__ = ("key", "prev", "revision", "type", "version")
+
+    def __init__(self, type: EventType, key: str, revision: int, version: CachedObject,
+                 prev: CachedObject | None) -> None:
+        self.type = type
+        self.key = key
+        self.revision = revision
+        self.version = version
+        self.prev = prev
+
+    def event(self) -> WatchEvent:
+        return WatchEvent(self.type, self.key, None, self.revision, encoded=self.version,
+                          prev_encoded=self.prev)
 
 
 #: Delivers one event to a watcher's client at once; False when it cannot take it now.
@@ -214,8 +248,13 @@ class Cacher:
         self.read_your_writes = False
         self.revision = 0  # every event up to here is applied
         self.oldest = 0  # a watch may resume from any revision >= this
-        self._objects: dict[str, Object] = {}
-        self._window: deque[WatchEvent] = deque()
+        self._objects: dict[str, CachedObject] = {}
+        #: The kept dicts by key, once in-process readers scan this resource (objects()):
+        #: from then on every version is kept decoded as it arrives, for them to read at once.
+        self._decoded: dict[str, Object] | None = None
+        self._window: deque[_Change] = deque()
+        self.verify_shared = bool(os.environ.get(VERIFY_SHARED_ENV))
+        self.changed_shared_objects = 0  # found by verify_shared, for tests
         self._watchers: dict[int, CacheWatcher] = {}
         self._ready = asyncio.Event()
         self._fresh_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -239,6 +278,8 @@ class Cacher:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._terminate_all()
+        for cached in self._objects.values():
+            self._released(cached)
 
     @property
     def ready(self) -> bool:
@@ -278,7 +319,15 @@ class Cacher:
         listed = await self.storage.list(self.prefix)
         self._source = await self.storage.watch(self.prefix, revision=listed.revision)
         self._terminate_all()  # their revisions may not be in the new window
-        self._objects = {self.key_func(self.prefix, obj): obj for obj in listed.items}
+        keep = self._decoded is not None
+        for old in self._objects.values():
+            self._released(old)
+        self._objects = {
+            self.key_func(self.prefix, obj): CachedObject.encode(obj, _revision_of(obj),
+                                                                 keep=keep)
+            for obj in listed.items}
+        if keep:
+            self._decoded = {key: cached.keep() for key, cached in self._objects.items()}
         self._window.clear()
         self.revision = self.oldest = listed.revision
         self._ready.set()
@@ -291,21 +340,54 @@ class Cacher:
         raise StorageError(f"the storage watch on {self.prefix} ended")
 
     async def _apply(self, event: WatchEvent) -> None:
-        if event.type != EventType.BOOKMARK:
-            if event.type == EventType.DELETED:
-                self._objects.pop(event.key, None)
-            else:
-                assert event.object is not None
-                self._objects[event.key] = event.object
-            self._window.append(event)
-            if len(self._window) > self.window_size:
-                self.oldest = self._window.popleft().revision
-        if event.revision > self.revision:
-            self.revision = event.revision
+        if event.type == EventType.BOOKMARK:
+            self._advance(event.revision)
+            return
+        live = self._store(event)
+        self._advance(event.revision)
+        await self._dispatch(live)
+
+    def _store(self, event: WatchEvent) -> WatchEvent:
+        """Apply a storage event to the objects and the window; the event to dispatch, with
+        the versions' shared encodings."""
+        key, obj = event.key, event.object
+        assert obj is not None
+        prev = self._objects.get(key)
+        if prev is None and event.prev_object is not None:  # not expected: kept consistent
+            prev = CachedObject.encode(event.prev_object, _revision_of(event.prev_object))
+        decoded = self._decoded
+        if event.type == EventType.DELETED:
+            self._objects.pop(key, None)
+            if decoded is not None:
+                decoded.pop(key, None)
+            version = CachedObject.encode(obj, event.revision)  # only ever sent, never read
+        else:
+            # a version is kept decoded when in-process readers read this resource or this
+            # object (keep()); the storage's dict is then the shared one, decoded already
+            keep = decoded is not None or (prev is not None and prev.kept)
+            version = self._objects[key] = CachedObject.encode(obj, event.revision, keep=keep)
+            if decoded is not None:
+                decoded[key] = obj
+        if prev is not None:
+            self._released(prev)
+        self._window.append(_Change(event.type, key, event.revision, version, prev))
+        if len(self._window) > self.window_size:
+            self.oldest = self._window.popleft().revision
+        return WatchEvent(event.type, key, obj, event.revision, event.prev_object,
+                          encoded=version, prev_encoded=prev)
+
+    def _advance(self, revision: int) -> None:
+        if revision > self.revision:
+            self.revision = revision
             if self._fresh_waiters:
                 self._wake_fresh_waiters()
-        if event.type != EventType.BOOKMARK:
-            await self._dispatch(event)
+
+    def _released(self, cached: CachedObject) -> None:
+        """With verify_shared, check that no reader changed a kept object the cache is done
+        with (it may still be read, but nobody may change it then either)."""
+        if self.verify_shared and not cached.unchanged():
+            self.changed_shared_objects += 1
+            log.error(CHANGED_SHARED_OBJECT, prefix=self.prefix, revision=cached.revision)
 
     # -- fan-out --------------------------------------------------------------------------
 
@@ -400,24 +482,31 @@ class Cacher:
     ) -> ListResult:
         """Every object under ``prefix`` (that matches), as of the cache's revision."""
         await self.wait_fresh(min_revision)
-        keys = sorted(k for k in self._objects if k.startswith(prefix))
-        items = [self._objects[k] for k in keys]
+        objects = self._objects
+        keys = sorted(k for k in objects if k.startswith(prefix))
+        versions = [objects[k] for k in keys]
         if predicate is not None:
-            items = [obj for obj in items if predicate(obj)]
-        return ListResult(items=items, revision=self.revision)
+            versions = [cached for cached in versions if predicate(cached.decode())]
+        return ListResult(encoded=versions, revision=self.revision)
 
     def objects(self, prefix: str = "") -> list[Object]:
         """The cached objects under ``prefix`` (all of the resource by default), unsorted.
 
         For in-process readers (authorizers, controllers) that want the current state at once;
-        the objects are shared and must not be changed."""
+        the objects are shared and must not be changed. The first call makes this cache keep
+        every object decoded from then on, so that the next calls cost what a dict read does."""
         prefix = prefix or self.prefix
-        return [obj for key, obj in self._objects.items() if key.startswith(prefix)]
+        decoded = self._decoded
+        if decoded is None:
+            decoded = self._decoded = {key: cached.keep() for key, cached in self._objects.items()}
+        return [obj for key, obj in decoded.items() if key.startswith(prefix)]
 
     async def get_cached(self, key: str, *, min_revision: int = 0) -> Object:
+        """The cached object (shared: never change it). It is kept decoded from then on, and
+        so are its next versions: what is read once in process is read again."""
         await self.wait_fresh(min_revision)
         try:
-            return self._objects[key]
+            return self._objects[key].keep()
         except KeyError:
             raise KeyNotFoundError(key) from None
 
@@ -462,18 +551,22 @@ class Cacher:
 
     def _initial_state(self, prefix: str, predicate: Predicate | None) -> list[WatchEvent]:
         events = []
-        for key in sorted(k for k in self._objects if k.startswith(prefix)):
-            obj = self._objects[key]
-            if predicate is None or predicate(obj):
-                revision = int(obj["metadata"]["resourceVersion"])
-                events.append(WatchEvent(EventType.ADDED, key, obj, revision))
+        objects = self._objects
+        for key in sorted(k for k in objects if k.startswith(prefix)):
+            cached = objects[key]
+            obj = None
+            if predicate is not None:
+                obj = cached.decode()
+                if not predicate(obj):
+                    continue
+            events.append(WatchEvent(EventType.ADDED, key, obj, cached.revision, encoded=cached))
         return events
 
     def _replay(self, prefix: str, predicate: Predicate | None, after: int) -> list[WatchEvent]:
         replay = []
-        for event in self._window:
-            if event.revision > after:
-                converted = convert_for(event, prefix, predicate)
+        for change in self._window:
+            if change.revision > after and change.key.startswith(prefix):
+                converted = convert_for(change.event(), prefix, predicate)
                 if converted is not None:
                     replay.append(converted)
         return replay

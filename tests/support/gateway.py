@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from gateway.storage.watchcache import CHANGED_SHARED_OBJECT, VERIFY_SHARED_ENV
 from tests.support.wait import eventually
 
 
@@ -94,8 +95,9 @@ class GatewayProcess:
     def start(self, *, wait: str | None = "/readyz", timeout: float = 60) -> GatewayProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        # every watch cache checks that no reader changed an object it shares (see stop())
         self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.workdir)
+                                     cwd=self.workdir, env={**os.environ, VERIFY_SHARED_ENV: "1"})
         log.close()
         if wait:
             self.wait_for(wait, timeout)
@@ -162,7 +164,8 @@ class GatewayProcess:
         return result
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        """Signal the gateway and wait for it; returns its exit status."""
+        """Signal the gateway and wait for it; returns its exit status. Fails when the
+        gateway found a shared object of its watch caches changed by a reader."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
@@ -172,7 +175,20 @@ class GatewayProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        self.check_shared_objects()
         return self.proc.returncode
+
+    def check_shared_objects(self) -> None:
+        """The watch caches share their objects with every in-process reader, who must never
+        change them; the gateway checks that as it lets go of each (its log says otherwise)."""
+        try:
+            log = self.log_path.read_text(errors="replace")
+        except OSError:
+            return
+        if CHANGED_SHARED_OBJECT in log:
+            lines = [line for line in log.splitlines() if CHANGED_SHARED_OBJECT in line]
+            raise AssertionError("the gateway changed a shared object of its watch cache:\n"
+                                 + "\n".join(lines[:10]))
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
