@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,12 @@ class GoBench:
         args = ["load", *client.flags(), "-url", client.base + path, "-method", method,
                 "-c", str(connections), "-d", f"{seconds}s", "-mod", str(mod),
                 "-start", str(start)]
-        if body:
+        if len(body) > 64 * 1024:  # past what one argument of exec may hold
+            with tempfile.NamedTemporaryFile("w", dir=self.binary.parent, suffix=".json",
+                                             delete=False) as out:
+                out.write(body)
+            args += ["-body-file", out.name]
+        elif body:
             args += ["-body", body]
         if max_requests:
             args += ["-max", str(max_requests)]
@@ -116,11 +122,13 @@ class GoBench:
         return self._run(args, timeout=seconds + 600)
 
     def watch(self, client: Client, collection: str, body: str, *, watchers: int, rate: float,
-              seconds: float, settle: float = 30) -> dict[str, Any]:
-        """Watch fan-out: watchers opened/complete, events, delivery p50_ms/p99_ms."""
+              seconds: float, settle: float = 30, pid: int = 0) -> dict[str, Any]:
+        """Watch fan-out: watchers opened/complete, events, delivery p50_ms/p99_ms, and with
+        ``pid`` the server's CPU seconds from the first write to the last delivery (the
+        watches' opening left out)."""
         args = ["watch", *client.flags(), "-url", client.base + collection, "-body", body,
                 "-watchers", str(watchers), "-rate", str(rate), "-d", f"{seconds}s",
-                "-settle", f"{settle}s"]
+                "-settle", f"{settle}s", "-pid", str(pid)]
         return self._run(args, timeout=seconds + settle + 600)
 
     def serve(self, port: int, cert: Path, key: Path, client_ca: Path,

@@ -18,7 +18,7 @@
 //
 // serve: a minimal extension apiserver for the proxy benchmarks: mTLS against -client-ca,
 // legacy discovery of any /apis/<group>/<version> with one resource "things", and a fixed
-// object of about 1 KiB at any .../things/<name>.
+// object of about 1 KiB at any /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>.
 //
 // load and watch print one JSON line on stdout.
 package main
@@ -145,6 +145,7 @@ func load(args []string) {
 	url := fs.String("url", "", "URL template ({n}, {w}, {m})")
 	method := fs.String("method", "GET", "HTTP method")
 	body := fs.String("body", "", "body template ({n}, {w}, {m}, {rv})")
+	bodyFile := fs.String("body-file", "", "read the body template from this file (large bodies)")
 	conns := fs.Int("c", 16, "connections")
 	dur := fs.Duration("d", 5*time.Second, "duration")
 	max := fs.Int64("max", 0, "stop after this many requests (0: no limit)")
@@ -154,6 +155,11 @@ func load(args []string) {
 	_ = fs.Parse(args)
 	if *url == "" {
 		die(fmt.Errorf("load: -url is required"))
+	}
+	if *bodyFile != "" {
+		data, err := os.ReadFile(*bodyFile)
+		die(err)
+		*body = string(data)
 	}
 	fill := func(tpl string, n, w int64, rv string) string {
 		r := strings.NewReplacer("{n}", strconv.FormatInt(n, 10), "{w}", strconv.FormatInt(w, 10),
@@ -286,6 +292,7 @@ func watch(args []string) {
 	settle := fs.Duration("settle", 30*time.Second, "longest wait for delivery after the last write")
 	writers := fs.Int("writers", 8, "connections the creates go out on")
 	opening := fs.Int("opening", 64, "watches opened at a time")
+	pid := fs.Int("pid", 0, "the server's process: its CPU time from the first write to the last delivery is reported")
 	_ = fs.Parse(args)
 	if *url == "" || *body == "" {
 		die(fmt.Errorf("watch: -url and -body are required"))
@@ -378,6 +385,7 @@ func watch(args []string) {
 			}
 		}()
 	}
+	cpuBefore := cpuSeconds(*pid)
 	began := time.Now()
 	for k := 0; k < expected; k++ {
 		if d := time.Until(began.Add(time.Duration(float64(k) / *rate * float64(time.Second)))); d > 0 {
@@ -394,6 +402,8 @@ func watch(args []string) {
 	case <-finished:
 	case <-time.After(*settle):
 	}
+	serverCPU := cpuSeconds(*pid) - cpuBefore
+	delivering := time.Since(began).Seconds()
 	close(stop)
 	<-finished
 
@@ -417,8 +427,25 @@ func watch(args []string) {
 	printJSON(map[string]any{"watchers": *watchers, "opened": opened, "failed": failed,
 		"expected_per_watcher": expected, "complete": complete, "ended_early": ended,
 		"events": events, "expected_events": expected * int(opened),
-		"write_seconds": writing, "write_codes": wcodes, "p50_ms": percentile(all, 0.5),
+		"write_seconds": writing, "write_codes": wcodes, "server_cpu_s": serverCPU,
+		"delivery_seconds": delivering, "p50_ms": percentile(all, 0.5),
 		"p99_ms": percentile(all, 0.99), "max_ms": maxLatency})
+}
+
+// cpuSeconds is the user and system time of process pid (0: none) from /proc, in seconds
+// (its clock ticks are USER_HZ, 100 a second on Linux).
+func cpuSeconds(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100
 }
 
 // -- serve -----------------------------------------------------------------------------------
@@ -449,7 +476,7 @@ func serve(args []string) {
 			fmt.Fprintf(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"%s/%s",`+
 				`"resources":[{"name":"things","singularName":"thing","namespaced":true,`+
 				`"kind":"Thing","verbs":["get","list"]}]}`, parts[1], parts[2])
-		case len(parts) == 7 && parts[0] == "apis" && parts[5] == "things":
+		case len(parts) == 7 && parts[0] == "apis" && parts[3] == "namespaces":
 			fmt.Fprintf(w, `{"apiVersion":"%s/%s","kind":"Thing","metadata":{"name":"%s",`+
 				`"namespace":"%s","resourceVersion":"1","annotations":{"note":"%s"}}}`,
 				parts[1], parts[2], parts[6], parts[4], note)
