@@ -20,7 +20,7 @@ import os
 import subprocess
 import time
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +86,19 @@ class Server:
     client: Client
     proc: subprocess.Popen
     gateway: GatewayProcess | None = None
-    notes: list[str] = field(default_factory=list)
+    log_path: Path | None = None
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def log_tail(self) -> str:
+        if self.gateway is not None:
+            return self.gateway.log()
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:] if self.log_path else ""
+        except OSError:
+            return ""
 
 
 class Placement:
@@ -168,7 +176,7 @@ def start_pizza(binary: str, workdir: Path, etcd: EtcdServer, core: GatewayProce
                     certs / "front-proxy-client.crt", certs / "front-proxy-client.key",
                     servername="api.pizza.svc",
                     headers=["X-Remote-User: bench", "X-Remote-Group: system:masters"])
-    server = Server("go", "Go (pizza-apiserver)", PIZZA, client, proc)
+    server = Server("go", "Go (pizza-apiserver)", PIZZA, client, proc, log_path=log)
     wait_ready(server, f"/apis/{PIZZA_GROUP}/{PIZZA_VERSION}", log)
     # v1alpha1 defaults an empty spec.toppings to these three, and admission wants them to exist
     for topping in ("salami", "mozzarella", "tomato"):

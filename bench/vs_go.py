@@ -78,6 +78,7 @@ class Bench:
     args: argparse.Namespace
     workdir: Path
     foreign: list[float] = field(default_factory=list)  # other users' cores, per run
+    page_sizes: dict[str, int] = field(default_factory=dict)  # items a limit=500 list gave
 
     def ours(self) -> float:
         pids = [s.pid for s in self.servers] + self.placement.others
@@ -160,6 +161,9 @@ def table(bench: Bench) -> dict[str, dict[str, list[dict[str, Any]]]]:
         for w in range(args.connections):
             bench.create(server, "bench", f"u-{w}")
         bench.fill(server, "list", "l", args.list_objects)
+        page = json.loads(ensure(server, "GET", server.kind.collection("list") + "?limit=500",
+                                 None, (200,)))
+        bench.page_sizes[server.label] = len(page["items"])  # does it honour limit?
         bench.load(server, server.kind.item("bench", "one"), seconds=1)  # warm-up
     out: dict[str, dict[str, list[dict[str, Any]]]] = {
         op: {s.key: [] for s in bench.servers} for op in OPERATIONS}
@@ -199,6 +203,10 @@ def table(bench: Bench) -> dict[str, dict[str, list[dict[str, Any]]]]:
                     res["errors"] = res["failed"] + sum(
                         n for code, n in res["write_codes"].items() if code != "201")
                     res["rps"] = res["events"] / max(res["cpu_s"], 1e-9)  # events per CPU s
+                if res["errors"] and res["errors"] * 2 >= res.get("n", res.get("events", 0)):
+                    raise RuntimeError(f"{server.label} failed {op}: {res.get('first_error')} "
+                                       f"{res.get('codes', '')}\n"
+                                       f"{server.log_tail()[-3000:]}")
                 out[op][server.key].append(res)
                 print(f"  round {r + 1} {op:<12} {server.label:<22} {summary(op, res)}",
                       file=sys.stderr)
@@ -420,6 +428,11 @@ def render(bench: Bench, results: dict[str, Any], info: dict[str, str],
            f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.", ""]
     if "table" in results:
         out += [render_table(bench, results["table"]), ""]
+        pages = ", ".join(f"{label} {n:,}" for label, n in bench.page_sizes.items())
+        out += [f"Items in the answer to a list with limit=500: {pages}"
+                + ("" if all(n <= 500 for n in bench.page_sizes.values()) else
+                   " (a server answering more ignores limit: its 'page of 500' is a whole "
+                   "list, and that row's ratio compares unlike work)") + ".", ""]
     for part in ("lists", "watchers", "apiservices", "sizes"):
         if part in results:
             out += [sweeps.render(part, results[part]), ""]
