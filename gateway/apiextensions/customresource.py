@@ -7,7 +7,6 @@ two versions of one, never share schema state.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from gateway.apiextensions.printing import columns_for
 from gateway.apiextensions.scaleview import ScaleView
 from gateway.apiextensions.schema import CompiledSchema, cel, compile_schema
 from gateway.apimachinery.gowords import go_quote
+from gateway.apimachinery.objects import copy_object
 from gateway.apimachinery.status import Cause
 from gateway.registry.admission import SubresourceView
 from gateway.registry.resource import ResourceDef
@@ -160,7 +160,7 @@ class CustomResourceStrategy(Strategy):
         if subresource != "scale" or self.served.scale is None:
             return super().subresource_update(subresource, new, old)
         path = self.served.scale.get("specReplicasPath", "")
-        result = copy.deepcopy(old)
+        result = copy_object(old)
         write_path(result, path, read_path(new, path))
         if "managedFields" in new.get("metadata", {}):
             result["metadata"]["managedFields"] = new["metadata"]["managedFields"]

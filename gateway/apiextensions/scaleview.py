@@ -4,11 +4,11 @@ subresource answers, and what admission webhooks of ``<plural>/scale`` are sent.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from gateway.apiextensions.paths import read_path, write_path
 from gateway.apimachinery import status
+from gateway.apimachinery.objects import copy_object
 
 Object = dict[str, Any]
 SCALE_API_VERSION = "autoscaling/v1"
@@ -43,7 +43,7 @@ class ScaleView:
 
     def apply(self, view: Object, obj: Object) -> Object:
         """``obj`` with the spec replicas of the Scale ``view`` (only they may change)."""
-        new = copy.deepcopy(obj)
+        new = copy_object(obj)
         write_path(new, self.spec_path, replicas_of(view))
         return new
 

@@ -10,7 +10,6 @@ Server-side apply (application/apply-patch+yaml) is in fieldmanager.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ from orjson import OPT_SORT_KEYS, dumps
 
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_print, go_quote, json_kind, json_patch_shape_error
+from gateway.apimachinery.objects import copy_object
 from gateway.apimachinery.strictjson import (
     Findings,
     json_pairs,
@@ -206,7 +206,7 @@ def apply_json_patch(current: dict, operations: Any) -> dict:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return copy_object(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -227,9 +227,9 @@ _ORDER = "$setElementOrder/"
 def strategic_merge(target: Any, patch: Any, schema: dict) -> Any:
     """Apply a strategic merge patch to ``target`` along ``schema``."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return copy_object(patch)
     if patch.get(_DIRECTIVE) == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != _DIRECTIVE}
+        return {k: copy_object(v) for k, v in patch.items() if k != _DIRECTIVE}
     if patch.get(_DIRECTIVE) == "delete":
         return None
     result = dict(target) if isinstance(target, dict) else {}

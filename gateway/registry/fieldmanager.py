@@ -13,13 +13,13 @@ Field sets are kept as kube writes them (FieldsV1): ``{"f:data": {".": {}, "f:ke
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import lru_cache
 from typing import Any
 
 from gateway.apimachinery import status
 from gateway.apimachinery.clock import now_rfc3339
+from gateway.apimachinery.objects import copy_object
 from gateway.schema.walk import (
     is_atomic,
     is_map,
@@ -367,7 +367,7 @@ def _has_status(schema: dict) -> bool:
 def apply(current: Object | None, applied: Object, schema: dict, *, manager: str,
           api_version: str, force: bool, subresource: str = "") -> Object:
     """The object after ``manager`` applies ``applied`` (409 on conflicts unless forced)."""
-    base = copy.deepcopy(current) if current is not None else {
+    base = copy_object(current) if current is not None else {
         "apiVersion": applied.get("apiVersion"), "kind": applied.get("kind"),
         "metadata": {k: v for k, v in (applied.get("metadata") or {}).items()
                      if k in ("name", "namespace")},
@@ -485,14 +485,14 @@ def _merge(current: Any, applied: Any, schema: dict) -> Any:
     if not isinstance(applied, dict) or not isinstance(current, dict) or is_atomic(schema):
         if isinstance(applied, list) and isinstance(current, list) and not is_atomic(schema):
             return _merge_list(current, applied, schema)
-        return copy.deepcopy(applied)
+        return copy_object(applied)
     result = dict(current)
     for key, value in applied.items():
         sub = property_schema(schema, key) or {}
         if key == "metadata" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in ("managedFields",)}
         result[key] = _merge(current.get(key), value, sub) if key in current else \
-            copy.deepcopy(value)
+            copy_object(value)
     return result
 
 
@@ -506,7 +506,7 @@ def _merge_list(current: list, applied: list, schema: dict) -> list:
     for element in applied:
         index = by_key.get(_key_of(element, schema))
         if index is None:
-            result.append(copy.deepcopy(element))
+            result.append(copy_object(element))
         else:
             result[index] = _merge(result[index], element, items)
     return result

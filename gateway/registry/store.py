@@ -10,7 +10,6 @@ that name the resource.
 
 from __future__ import annotations
 
-import copy
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
@@ -20,7 +19,7 @@ from typing import Any
 from gateway.apimachinery import status
 from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.listoptions import EXACT, ListOptions, resource_version_error
-from gateway.apimachinery.objects import drop_nulls
+from gateway.apimachinery.objects import copy_object, drop_nulls
 from gateway.apimachinery.user import UserInfo
 from gateway.registry.admission import Attributes, WebhookAdmitter
 from gateway.registry.resource import ResourceDef
@@ -431,7 +430,7 @@ class RESTStore:
                                       f"Precondition failed: UID in precondition: "
                                       f"{precondition}, UID in object meta: {actual}",
                                       self.resource.group)
-            return copy.deepcopy(obj)
+            return copy_object(obj)
 
         return await self._write(namespace, name, replace, options,
                                  may_create=self.strategy.allow_create_on_update)
@@ -442,7 +441,7 @@ class RESTStore:
         """Apply ``mutate`` to the current object (None when missing and ``may_create``)."""
 
         async def patched(current: Object | None) -> Object:
-            new = mutate(copy.deepcopy(current) if current is not None else None)
+            new = mutate(copy_object(current) if current is not None else None)
             self._check_patched_namespace(new, namespace)
             meta = self.check_body(new, namespace, name, options)
             meta["name"] = name
@@ -515,7 +514,7 @@ class RESTStore:
             new = self.strategy.subresource_update(options.subresource, new, current)
             meta = new["metadata"]
         elif self.strategy.has_status:
-            new["status"] = copy.deepcopy(current.get("status"))
+            new["status"] = copy_object(current.get("status"))
             if new["status"] is None:
                 del new["status"]
         _keep_system_metadata(meta, cur_meta)
@@ -571,7 +570,7 @@ class RESTStore:
 
         async def mark(current: Object | None) -> Object:
             assert current is not None
-            new = copy.deepcopy(current)
+            new = copy_object(current)
             meta = new["metadata"]
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = now_rfc3339()

@@ -8,9 +8,9 @@ A resource overrides only what differs.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from gateway.apimachinery.objects import copy_object
 from gateway.apimachinery.status import Cause
 from gateway.registry.validation import name_causes
 
@@ -69,7 +69,7 @@ class Strategy:
     def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
         """What a write to a subresource makes of the object: by default (status) the old
         object with the new status, and nothing else changed."""
-        result = copy.deepcopy(old)
+        result = copy_object(old)
         if "status" in new:
             result["status"] = new["status"]
         else:

@@ -6,10 +6,9 @@ check every namespaced create goes through (missing namespace 404, terminating n
 
 from __future__ import annotations
 
-import copy
-
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_quote
+from gateway.apimachinery.objects import copy_object
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.registry.strategy import Object, Strategy
@@ -65,7 +64,7 @@ class NamespaceStrategy(Strategy):
     def prepare_for_update(self, new: Object, old: Object) -> None:
         _with_name_label(new)  # neither removed nor changed by an update
         # spec.finalizers change only through the finalize subresource
-        new["spec"] = copy.deepcopy(old.get("spec", {}))
+        new["spec"] = copy_object(old.get("spec", {}))
 
     def field_set(self, obj: Object) -> dict[str, str]:
         return {"status.phase": (obj.get("status") or {}).get("phase", "")}
@@ -83,7 +82,7 @@ class NamespaceStrategy(Strategy):
     def subresource_update(self, subresource: str, new: Object, old: Object) -> Object:
         if subresource != "finalize":
             return super().subresource_update(subresource, new, old)
-        result = copy.deepcopy(old)
+        result = copy_object(old)
         result.setdefault("spec", {})["finalizers"] = (new.get("spec") or {}).get(
             "finalizers") or []
         return result
