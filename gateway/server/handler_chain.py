@@ -14,11 +14,12 @@ from aiohttp import web
 
 from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.policy import Policy, load_policy
+from gateway.auth.decisions import DecisionCache, cacheable, uncached
 from gateway.auth.security import Security
 from gateway.options import ServeOptions
 from gateway.server.filters.audit import audit_failed_authentication, with_audit
 from gateway.server.filters.authentication import with_authentication
-from gateway.server.filters.authorization import with_authorization
+from gateway.server.filters.authorization import Decide, with_authorization
 from gateway.server.filters.cors import with_cors
 from gateway.server.filters.draining import InFlightRequests, with_drain_tracking
 from gateway.server.filters.impersonation import with_impersonation
@@ -59,10 +60,22 @@ class Audit:
         audit_failed_authentication(request, self.policy, self.log)
 
 
+def authorization_decisions(security: Security) -> Decide:
+    """The authorizer, its answers remembered until RBAC changes when every mode's answers
+    depend on the RBAC objects at most (gateway/auth/decisions.py)."""
+    if not cacheable(security.modes):
+        return uncached(security.authorize)
+    rbac = security.rbac
+    stamp = rbac.caches.stamp if rbac is not None else tuple
+    return DecisionCache(security.authorize, stamp).decide
+
+
 def build_handler_chain(handler: Handler, options: ServeOptions, in_flight: InFlightRequests,
                         limits: InFlightLimits, metrics: Metrics, security: Security,
                         audit: Audit | None) -> Handler:
-    handler = with_authorization(handler, security.authorize)
+    """The filters around ``handler``, outermost last here; both transports (aiohttp's
+    server and the proxy's fast lane) call what this returns."""
+    handler = with_authorization(handler, authorization_decisions(security))
     handler = with_max_in_flight(handler, limits)
     handler = with_impersonation(handler, security.authorize)
     if audit is not None:

@@ -394,3 +394,38 @@ def _log(gw: GatewayProcess) -> list[dict[str, Any]]:
     """The gateway's log lines (JSON)."""
     return [json.loads(line) for line in gw.log_path.read_text().splitlines()
             if line.startswith("{")]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_rbac_changes_are_seen(gw: GatewayProcess, trusted: BackendProcess, path: str) -> None:
+    """Authorization answers are remembered only until RBAC changes: a grant lets bob in, and
+    taking it back shuts him out again, on either path."""
+    case = _case("GET")
+    _setup(gw, case)
+    name = f"bob-reads-{case.namespace}"
+    grant = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {name}}}
+rules:
+- {{apiGroups: [{GROUP}], resources: [flunders], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {name}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}}]
+"""
+
+    def as_bob() -> int:
+        answer, served = _through(gw, path, case, BOB)
+        _assert_path(served, path, case)
+        return answer.status
+
+    assert as_bob() == 403
+    assert as_bob() == 403  # answered from the cache now
+    gw.kubectl("apply", "-f", "-", input=grant)
+    eventually(lambda: as_bob() == 200, timeout=30, what="bob let in by the grant")
+    gw.kubectl("delete", "clusterrolebinding", name)
+    eventually(lambda: as_bob() == 403, timeout=30, what="bob shut out again")
+    gw.kubectl("delete", "clusterrole", name)

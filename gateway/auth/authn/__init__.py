@@ -43,9 +43,27 @@ async def authenticate(request: web.BaseRequest, authenticators: list[Authentica
             errors.append(err)
             continue
         if result is not None:
-            return Authenticated(result.user.with_authenticated_group(), result.audiences,
-                                 result.via_front_proxy)
+            return _with_authenticated_group(result)
     if errors or not anonymous:
         request["gateway.authn_errors"] = errors
         return None
     return Authenticated(ANONYMOUS_USER)
+
+
+#: Answers with the group added, per answer object an authenticator gives again and again (a
+#: token file's users, a client certificate's): (that object, the answer with the group).
+_GROUPED: dict[int, tuple[Authenticated, Authenticated]] = {}
+
+
+def _with_authenticated_group(result: Authenticated) -> Authenticated:
+    """``result`` with system:authenticated among the user's groups (kube's group adder),
+    made once per result object (answers are immutable)."""
+    known = _GROUPED.get(id(result))
+    if known is not None and known[0] is result:
+        return known[1]
+    grouped = Authenticated(result.user.with_authenticated_group(), result.audiences,
+                            result.via_front_proxy)
+    if len(_GROUPED) >= 4096:
+        _GROUPED.clear()
+    _GROUPED[id(result)] = (result, grouped)
+    return grouped

@@ -41,9 +41,10 @@ def load_token_file(path: Path) -> dict[str, UserInfo]:
 
 
 def token_file_authenticator(tokens: dict[str, UserInfo]) -> TokenAuthenticator:
+    answers = {token: Authenticated(user) for token, user in tokens.items()}
+
     async def authenticate(token: str, audiences: tuple[str, ...]) -> Authenticated | None:
-        user = tokens.get(token)
-        return Authenticated(user) if user is not None else None
+        return answers.get(token)
 
     return authenticate
 

@@ -19,6 +19,7 @@ from gateway.auth.authn import Authenticator, authenticate
 from gateway.auth.authn.requestheader import RequestHeaderConfig
 from gateway.endpoints.negotiation import status_response
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import Request, Response
 
 log = structlog.get_logger(__name__)
 
@@ -54,17 +55,23 @@ def credential_header_test(front_proxy: RequestHeaderConfig | None) -> \
     return is_credential
 
 
-def _cleaned(request: web.BaseRequest, front_proxy: RequestHeaderConfig | None,
-             is_credential: Callable[[str], bool] | None = None) -> web.BaseRequest:
-    """The request without credential headers (a copy; the original is left alone).
+def _cleaned(request: Request, front_proxy: RequestHeaderConfig | None,
+             is_credential: Callable[[str], bool] | None = None) -> Request:
+    """The request without credential headers, found in one pass.
 
-    aiohttp's request headers cannot be changed in place (kube deletes them in place), so a
-    request that carries one is cloned with the others, gathered in one pass; a request that
-    carries none is passed on as it is."""
+    kube deletes them in place: headers that can be changed (the fast lane's request owns its
+    CIMultiDict) are changed in place; aiohttp's request headers cannot be, so such a request
+    is cloned with the others (the original is left alone). A request that carries none is
+    passed on as it is."""
     if is_credential is None:
         is_credential = credential_header_test(front_proxy)
     headers = request.headers
-    if not any(is_credential(name) for name in headers):
+    found = [name for name in headers if is_credential(name)]
+    if not found:
+        return request
+    if isinstance(headers, CIMultiDict):
+        for name in found:
+            headers.popall(name, None)
         return request
     kept = CIMultiDict((name, value) for name, value in headers.items()
                        if not is_credential(name))
@@ -76,7 +83,7 @@ def with_authentication(handler: Handler, authenticators: list[Authenticator], *
                         on_failure: Callable[[web.BaseRequest], None] | None = None) -> Handler:
     is_credential = credential_header_test(front_proxy)
 
-    async def authentication_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def authentication_filter(request: Request) -> Response:
         result = await authenticate(request, authenticators, anonymous)
         if result is None:
             if on_failure is not None:

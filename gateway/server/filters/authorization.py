@@ -1,24 +1,33 @@
-"""Authorize every request against the configured modes, or answer 403 with kube's words."""
+"""Authorize every request against the configured modes, or answer 403 with kube's words.
+
+``decide`` answers for the request's user and request info: the authorizer itself, or the
+decision cache in front of it (gateway/auth/decisions.py), which remembers answers until RBAC
+changes."""
 
 from __future__ import annotations
 
-from aiohttp import web
+from collections.abc import Awaitable, Callable
 
 from gateway.apimachinery.context import REQUEST_INFO, request_user
+from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apimachinery.user import UserInfo
 from gateway.auth.audit.events import record
-from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
+from gateway.auth.authorizer import Attributes, Decision, forbidden
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import Request, Response
+
+Decide = Callable[[UserInfo, RequestInfo], Awaitable[tuple[Decision, str]]]
 
 
-def with_authorization(handler: Handler, authorize: Authorizer) -> Handler:
-    async def authorization_filter(request: web.BaseRequest) -> web.StreamResponse:
-        attributes = Attributes.of_request(request_user(request), request[REQUEST_INFO])
-        decision, reason = await authorize(attributes)
+def with_authorization(handler: Handler, decide: Decide) -> Handler:
+    async def authorization_filter(request: Request) -> Response:
+        user, info = request_user(request), request[REQUEST_INFO]
+        decision, reason = await decide(user, info)
         audit = record(request)
         if audit is not None:
             audit.authorized(decision is Decision.ALLOW, reason)
         if decision is not Decision.ALLOW:
-            raise forbidden(attributes, reason)
+            raise forbidden(Attributes.of_request(user, info), reason)
         return await handler(request)
 
     return authorization_filter

@@ -21,6 +21,8 @@ from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
 
 log = structlog.get_logger("gateway.http")
+#: Looked up once (getLogger takes the logging module's lock); its level is read per request.
+_http_logger = logging.getLogger("gateway.http")
 
 
 def with_panic_recovery(handler: Handler) -> Handler:
@@ -58,7 +60,7 @@ def _already_started(request: Request) -> bool:
 def log_request(method: str, uri: str, code: int, seconds: float, user_agent: str,
                 source: str | None) -> None:
     """The request's log line: failures always, the rest at debug level."""
-    if code < 500 and not logging.getLogger("gateway.http").isEnabledFor(logging.DEBUG):
+    if code < 500 and not _http_logger.isEnabledFor(logging.DEBUG):
         return  # the common case: nothing to log, so build nothing
     fields = {"verb": method, "uri": uri, "code": code,
               "latency_ms": round(seconds * 1000, 3), "user_agent": user_agent,

@@ -12,24 +12,35 @@ import os
 import re
 
 import structlog
-from aiohttp import web
 
 from gateway.apimachinery.context import apply_response_headers, response_headers
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import Request, Response
 
 REQUEST_ID = "gateway.request_id"
 _ACCEPTABLE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-#: A version 4, RFC 4122 variant UUID from 128 random bits: these bits cleared, those set.
-_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
-_UUID4_SET = (0x8000 << 48) | (0x4 << 76)
-_bind = structlog.contextvars.bind_contextvars
-_reset = structlog.contextvars.reset_contextvars
+#: structlog's context variable for ``request_id`` (what bind_contextvars(request_id=...)
+#: sets; merge_contextvars puts it on every log line), set and reset directly per request.
+_token = structlog.contextvars.bind_contextvars(request_id="")["request_id"]
+_REQUEST_ID_VAR = _token.var
+_REQUEST_ID_VAR.reset(_token)
+#: Random bytes read in batches: one system call per 256 ids.
+_BATCH = 16 * 256
+_random = b""
+_offset = _BATCH
 
 
 def new_request_id() -> str:
-    """``str(uuid.uuid4())`` at half the cost (the same os.urandom bits, formatted directly)."""
-    value = int.from_bytes(os.urandom(16), "big") & _UUID4_CLEAR | _UUID4_SET
-    h = f"{value:032x}"
+    """A random (version 4, RFC 4122 variant) UUID, as ``str(uuid.uuid4())`` but several
+    times cheaper: the same os.urandom bits, read in batches, formatted directly."""
+    global _random, _offset
+    if _offset >= _BATCH:
+        _random, _offset = os.urandom(_BATCH), 0
+    raw = bytearray(_random[_offset:_offset + 16])
+    _offset += 16
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
@@ -39,16 +50,15 @@ def request_id_for(given: str) -> str:
 
 
 def with_request_id(handler: Handler) -> Handler:
-    async def request_id_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def request_id_filter(request: Request) -> Response:
         request_id = request_id_for(request.headers.get("Audit-ID", ""))
         request[REQUEST_ID] = request_id
-        # bound_contextvars without its generator-based context manager: the same tokens reset
         response_headers(request)["Audit-ID"] = request_id
-        tokens = _bind(request_id=request_id)
+        token = _REQUEST_ID_VAR.set(request_id)
         try:
             response = await handler(request)
         finally:
-            _reset(**tokens)
+            _REQUEST_ID_VAR.reset(token)
         # the outermost filter: every filter's headers, on a Status made from an error too
         apply_response_headers(request, response)
         return response
