@@ -266,15 +266,24 @@ def _now() -> str:
 
 
 class Entries:
-    """An object's managedFields as (manager, operation, subresource) -> (apiVersion, paths)."""
+    """An object's managedFields as (manager, operation, subresource) -> (apiVersion, paths,
+    time). An entry whose paths did not change keeps its FieldsV1 as it was read, so a write
+    that changes no ownership does not build the trees again."""
 
-    def __init__(self, managed: list[Object] | None) -> None:
+    def __init__(self, managed: list[Object] | None, *, stored: bool = True) -> None:
+        """``stored``: ``managed`` was written by this server (FieldsV1 in its order), not
+        sent by a client, so unchanged trees may be kept as they are."""
         self.entries: dict[tuple[str, str, str], tuple[str, set[Path], str]] = {}
+        #: The FieldsV1 each entry was read with, while its paths are unchanged.
+        self._read: dict[tuple[str, str, str], Object] = {}
         for entry in managed or []:
             key = (entry.get("manager", ""), entry.get("operation", "Update"),
                    entry.get("subresource", ""))
-            paths = from_fields_v1(entry.get("fieldsV1") or {})
+            fields = entry.get("fieldsV1") or {}
+            paths = from_fields_v1(fields)
             self.entries[key] = (entry.get("apiVersion", ""), paths, entry.get("time", ""))
+            if stored and isinstance(fields, dict):
+                self._read[key] = fields
 
     def owners(self, path: Path, *, excluding: tuple[str, str, str]) -> list[Object]:
         return [{"manager": key[0], "operation": key[1], "subresource": key[2],
@@ -283,6 +292,9 @@ class Entries:
                 if key != excluding and path in value[1]]
 
     def set(self, key: tuple[str, str, str], api_version: str, paths: set[Path]) -> None:
+        current = self.entries.get(key)
+        if current is None or current[1] != paths:
+            self._read.pop(key, None)
         self.entries[key] = (api_version, paths, _now())
 
     def take(self, paths: set[Path], *, keep: tuple[str, str, str]) -> None:
@@ -290,6 +302,7 @@ class Entries:
         for key, (version, owned, stamp) in list(self.entries.items()):
             if key != keep and owned & paths:
                 self.entries[key] = (version, owned - paths, stamp)
+                self._read.pop(key, None)
 
     def forget(self, paths: set[Path]) -> None:
         """Fields that no longer exist are owned by nobody."""
@@ -297,12 +310,14 @@ class Entries:
 
     def to_list(self) -> list[Object]:
         out = []
-        for (manager, operation, subresource), (version, paths, stamp) in self.entries.items():
+        for key, (version, paths, stamp) in self.entries.items():
             if not paths:
                 continue
+            manager, operation, subresource = key
+            fields = self._read.get(key)
             entry: Object = {"manager": manager, "operation": operation, "apiVersion": version,
                              "time": stamp or _now(), "fieldsType": "FieldsV1",
-                             "fieldsV1": to_fields_v1(paths)}
+                             "fieldsV1": fields if fields is not None else to_fields_v1(paths)}
             if subresource:
                 entry["subresource"] = subresource
             out.append(entry)
@@ -321,7 +336,7 @@ def record_update(old: Object | None, new: Object, schema: dict, *, manager: str
         _record_create(new, schema, manager, api_version, subresource)
         return
     previous = (old or {}).get("metadata", {}).get("managedFields")
-    entries = Entries(previous if given is None else given)
+    entries = Entries(previous if given is None else given, stored=given is None)
     skip_status = subresource != "status" and _has_status(schema)
     old_flat = flatten(old, schema, skip_status=skip_status) if old else {}
     new_flat = flatten(new, schema, skip_status=skip_status)
