@@ -1,60 +1,56 @@
-"""A webhook's matchConditions: CEL expressions (cel-python) that must all hold for it to be called.
+"""matchConditions: CEL expressions that must all hold for a webhook to be called, or for a
+ValidatingAdmissionPolicy to be evaluated (kube's admission/plugin/webhook/matchconditions).
 
-Each expression sees ``object``, ``oldObject`` (null when there is none) and ``request`` (the
-AdmissionRequest, without the objects). One that is false skips the webhook; one that cannot be
-evaluated is an error the webhook's failurePolicy decides on. Expressions are compiled once, when
-the configuration is validated and again on first use, and kept.
+Every condition is evaluated; one that is false means no match, whatever the others gave;
+otherwise any that could not be evaluated make an error (kube's aggregate of them) that the
+failurePolicy decides on. Webhooks' conditions see ``object``, ``oldObject``, ``request`` and
+the ``authorizer``; a policy's also its ``params`` and variables (see gateway.admission.policy).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import celpy
+from gateway.admission.expressions import BOOL, Activation, Compiled, Compiler, Options
 
 Object = dict[str, Any]
+WEBHOOK_OPTIONS = Options(params=False, authorizer=True)
 
 
 class ConditionError(Exception):
-    """An expression failed to evaluate, or did not give a boolean."""
+    """A condition could not be evaluated."""
 
 
-_ENVIRONMENT = celpy.Environment()
+@dataclass
+class Match:
+    """Whether the conditions hold, and which one did not."""
+
+    matches: bool
+    failed: str = ""
 
 
 @lru_cache(maxsize=1024)
-def _program(expression: str) -> Any:
-    return _ENVIRONMENT.program(_ENVIRONMENT.compile(expression))
+def webhook_condition(expression: str) -> Compiled:
+    """A webhook's condition, compiled once."""
+    return Compiler().compile(expression, WEBHOOK_OPTIONS, BOOL)
 
 
 def compile_error(expression: str) -> str:
-    """Why ``expression`` does not compile ("" when it does)."""
-    try:
-        _program(expression)
-    except celpy.CELParseError as err:
-        cause = str(err.__context__ or "").split(".", 1)[0] or "syntax error"
-        return f"ERROR: <input>:{err.line}:{err.column}: {cause}"
-    return ""
+    """Why a webhook's condition is refused when its configuration is written ("")."""
+    return webhook_condition(expression).error
 
 
-def conditions_hold(conditions: list[Object], obj: Object | None, old: Object | None,
-                    request: Object) -> bool:
-    """Whether every condition is true (ConditionError when one cannot be evaluated)."""
-    if not conditions:
-        return True
-    activation = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
-                  "request": celpy.json_to_cel(request)}
-    for condition in conditions:
-        name = condition.get("name", "")
-        try:
-            result = _program(condition.get("expression", "")).evaluate(activation)
-        except (celpy.CELParseError, celpy.CELEvalError) as err:
-            raise ConditionError(f"expression '{name}' resulted in error: {err}") from None
-        if isinstance(result, celpy.CELEvalError):
-            raise ConditionError(f"expression '{name}' resulted in error: {result}")
-        if not isinstance(result, bool | celpy.celtypes.BoolType):
-            raise ConditionError(f"expression '{name}' did not give a boolean")
-        if not result:
-            return False
-    return True
+async def evaluate(conditions: list[tuple[str, Compiled]], activation: Activation) -> Match:
+    """kube's Matcher.Match over (name, compiled) conditions; ConditionError for errors."""
+    errors: list[str] = []
+    for name, compiled in conditions:
+        result = await activation.evaluate(compiled)
+        if result.error:
+            errors.append(result.error)
+        elif result.value is False:
+            return Match(False, name)
+    if errors:
+        raise ConditionError(errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
+    return Match(True)

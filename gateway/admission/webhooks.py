@@ -18,18 +18,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import dataclasses
 import json
 import ssl
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
 import orjson
 import structlog
 
-from gateway.admission.conditions import ConditionError, conditions_hold
+from gateway.admission.attributes import admission_request, at_version, cel_data
+from gateway.admission.conditions import ConditionError, evaluate, webhook_condition
+from gateway.admission.expressions import Activation
 from gateway.admission.matching import (
     matched_version,
     namespace_selector_matches,
@@ -43,6 +43,7 @@ from gateway.apimachinery.gowords import (
     json_patch_shape_error,
     json_syntax_error,
 )
+from gateway.cel import authz
 from gateway.registry.admission import Attributes
 from gateway.registry.lister import Lister
 from gateway.storage.errors import KeyNotFoundError, StorageError
@@ -67,11 +68,14 @@ class WebhookAdmission:
     """The mutating and validating webhook phases of admission, for every REST store."""
 
     def __init__(self, mutating: Lister, validating: Lister, namespaces: Lister,
-                 resolver: ServiceResolver, clients: ClientManager | None = None) -> None:
+                 resolver: ServiceResolver, clients: ClientManager | None = None,
+                 authorize: authz.Authorize | None = None) -> None:
         self.mutating = mutating
         self.validating = validating
         self.namespaces = namespaces
         self.resolver = resolver
+        #: Answers the ``authorizer`` of matchConditions (none given: every check fails).
+        self.authorize = authorize
         #: The shared outgoing client (TLS contexts and pooled connections); one of its own
         #: when none is given, closed with this.
         self._owns_clients = clients is None
@@ -86,19 +90,7 @@ class WebhookAdmission:
         if self._owns_clients:
             await self.clients.close()
 
-    # -- the two phases ---------------------------------------------------------------------
-
-    async def admit(self, attrs: Attributes,
-                    recheck: Callable[[Object], Object] | None = None) -> Object | None:
-        """Mutating webhooks, then validating ones; the object as it is to be written.
-
-        ``recheck`` gets a mutated object and returns it checked again (or raises), before the
-        validating webhooks see it."""
-        mutated = await self.mutate(attrs)
-        if mutated is not None:
-            attrs.obj = recheck(mutated) if recheck is not None else mutated
-        await self.validate(attrs)
-        return attrs.obj
+    # -- the two phases (the chain calls mutate first, and validate after the policies) ------
 
     async def mutate(self, attrs: Attributes) -> Object | None:
         """The object after every matching mutating webhook (None when none changed it).
@@ -119,7 +111,7 @@ class WebhookAdmission:
     async def _mutate_one(self, webhook: Object, version: str, attrs: Attributes) -> bool:
         """Call one mutating webhook at ``version``; whether its patch changed the object
         (which is then converted back to the request's version)."""
-        seen = await _at_version(attrs, version)
+        seen = await at_version(attrs, version)
         response = await self._admit_one(webhook, seen, mutating=True)
         if response is None or not response.get("patch") or attrs.operation == "DELETE":
             return False
@@ -145,7 +137,7 @@ class WebhookAdmission:
                 raise result
 
     async def _validate_one(self, webhook: Object, version: str, attrs: Attributes) -> None:
-        await self._admit_one(webhook, await _at_version(attrs, version), mutating=False)
+        await self._admit_one(webhook, await at_version(attrs, version), mutating=False)
 
     # -- which webhooks ---------------------------------------------------------------------
 
@@ -182,7 +174,7 @@ class WebhookAdmission:
         """The webhook's AdmissionResponse (None when it failed and may be ignored)."""
         name = webhook.get("name", "")
         try:
-            if not _conditions_hold(webhook, attrs):
+            if not await self._conditions_hold(webhook, attrs):
                 return None
             response = await self._call(webhook, attrs, mutating=mutating)
         except CallError as err:
@@ -196,6 +188,19 @@ class WebhookAdmission:
         if not response.get("allowed"):
             raise denied(name, response.get("status"))
         return response
+
+    async def _conditions_hold(self, webhook: Object, attrs: Attributes) -> bool:
+        conditions = webhook.get("matchConditions") or []
+        if not conditions:
+            return True
+        compiled = [(c.get("name", ""), webhook_condition(c.get("expression", "")))
+                    for c in conditions]
+        checks = authz.Checks(self.authorize) if self.authorize is not None else None
+        try:
+            match = await evaluate(compiled, Activation(cel_data(attrs), checks))
+        except ConditionError as err:
+            raise CallError(f"failed evaluating match conditions: {err}") from None
+        return match.matches
 
     async def _call(self, webhook: Object, attrs: Attributes, *, mutating: bool) -> Object:
         versions = [v for v in webhook.get("admissionReviewVersions") or []
@@ -268,54 +273,8 @@ def _group_version_kind(review: Object) -> str:
     return f"{group}/{version}, Kind={kind}"
 
 
-async def _at_version(attrs: Attributes, version: str) -> Attributes:
-    """The write as a webhook matched at another version of the resource sees it: its
-    objects converted there (a subresource's own kind, a Scale, is the same at every
-    version)."""
-    if version == attrs.resource.version:
-        return attrs
-    if attrs.kind is not None or attrs.convert is None:
-        return dataclasses.replace(attrs, matched_version=version)
-    api_version = f"{attrs.resource.group}/{version}"
-    obj = await attrs.convert(attrs.obj, api_version) if attrs.obj is not None else None
-    old = await attrs.convert(attrs.old, api_version) if attrs.old is not None else None
-    return dataclasses.replace(attrs, obj=obj, old=old, matched_version=version)
-
-
-def _conditions_hold(webhook: Object, attrs: Attributes) -> bool:
-    conditions = webhook.get("matchConditions") or []
-    if not conditions:
-        return True
-    try:
-        return conditions_hold(conditions, attrs.obj, attrs.old, _request_fields("", attrs))
-    except ConditionError as err:
-        raise CallError(f"failed evaluating match conditions: {err}") from None
-
-
-def _request_fields(uid: str, attrs: Attributes) -> Object:
-    """The AdmissionRequest without its objects (what matchConditions see as ``request``)."""
-    res = attrs.resource
-    version = attrs.matched_version or res.version
-    kind = attrs.kind or {"group": res.group, "version": version, "kind": res.kind}
-    resource = {"group": res.group, "version": version, "resource": res.plural}
-    request_kind = attrs.kind or {"group": res.group, "version": res.version, "kind": res.kind}
-    request_resource = {"group": res.group, "version": res.version, "resource": res.plural}
-    request: Object = {
-        "uid": uid, "kind": kind, "resource": resource,
-        "requestKind": request_kind, "requestResource": request_resource,
-        "name": attrs.name, "operation": attrs.operation,
-        "userInfo": attrs.user.to_dict() if attrs.user is not None else {},
-        "dryRun": attrs.dry_run, "options": attrs.options,
-    }
-    if attrs.namespace:
-        request["namespace"] = attrs.namespace
-    if attrs.subresource:
-        request["subResource"] = request["requestSubResource"] = attrs.subresource
-    return request
-
-
 def review_request(uid: str, attrs: Attributes, version: str) -> Object:
-    request = _request_fields(uid, attrs)
+    request = admission_request(uid, attrs)
     request["object"], request["oldObject"] = attrs.obj, attrs.old  # serialized at once
     return {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview",
             "request": request}

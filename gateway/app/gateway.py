@@ -19,6 +19,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from gateway.admission.attributes import cel_authorizer
+from gateway.admission.chain import AdmissionChain
 from gateway.admission.webhooks import WebhookAdmission
 from gateway.aggregator.apiservices import APISERVICES
 from gateway.aggregator.apiservices import GROUP as APIREGISTRATION_GROUP
@@ -155,7 +157,8 @@ class Gateway:
             lister_for(self.factory, SERVICES), lister_for(self.factory, ENDPOINTS),
             routing=options.enable_aggregator_routing)
         self.webhooks = self._webhook_admission()
-        self.store_options = StoreOptions(self.factory, webhooks=self.webhooks)
+        self.store_options = StoreOptions(self.factory, admission=AdmissionChain(
+            mutating=[self.webhooks], validating=[self.webhooks]))
         self.core = build_kube_core(self.store_options,
                                     min_request_timeout=options.min_request_timeout,
                                     stopping=self.stopping)
@@ -208,7 +211,7 @@ class Gateway:
         # plain requests for remote APIServices read below aiohttp, through the same chain
         # (none while auditing: audited requests go by aiohttp's side only)
         self.fast_lane = None if self.audit is not None else FastLane(
-            self.aggregator_server, self.handler, self.aggregator_metrics.fast_lane,
+            self.aggregator_server, self.handler, self.aggregator_metrics.fast_lane_served,
             front_proxy=self.security.front_proxy, cors=bool(options.cors_allowed_origins))
 
     @property
@@ -337,8 +340,10 @@ class Gateway:
         configs = (lister_for(self.factory, MUTATING), lister_for(self.factory, VALIDATING))
         for lister in configs:  # a configuration counts from the moment its write returns
             lister.cacher.read_your_writes = True
+        # CEL's authorizer asks the gateway's, which is assembled after the stores
         return WebhookAdmission(*configs, lister_for(self.factory, NAMESPACES), self.resolver,
-                                self.clients)
+                                self.clients, cel_authorizer(
+                                    lambda attributes: self.security.authorize(attributes)))
 
     async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
         """The uid of a service account or secret (tokens are bound to them), or None."""

@@ -1,8 +1,10 @@
-"""Admission as the store sees it: the attributes of a write, and the callbacks it is given.
+"""Admission as the store sees it: the attributes of a write, and the chain it is given.
 
 The store never imports an admission plugin. It builds ``Attributes`` for each write and hands
-them to whatever ``WebhookAdmitter`` was set on it where the chain is assembled (the webhook
-plugin in gateway.admission), as kube's registry sees only admission.Interface.
+them to the ``Admitter`` it was built with (gateway.admission.chain: mutating webhooks, then
+ValidatingAdmissionPolicies and validating webhooks), as kube's registry sees only
+admission.Interface. The chain is made of plugins that mutate (``MutatingPlugin``) or
+validate (``ValidatingPlugin``).
 """
 
 from __future__ import annotations
@@ -48,10 +50,20 @@ class Attributes:
     convert: Callable[[Object, str], Awaitable[Object]] | None = None
     #: The version a webhook is called at, when it is not the request's.
     matched_version: str = ""
+    #: Audit annotations the plugins add (they go into the request's audit event).
+    annotations: dict[str, str] = field(default_factory=dict)
 
     @property
     def exempt(self) -> bool:
         return (self.resource.group, self.resource.plural) in EXEMPT
+
+    def add_annotation(self, key: str, value: str) -> bool:
+        """Record an audit annotation; one already set to another value is kept (kube's
+        AddAnnotation refuses to overwrite it)."""
+        if self.annotations.get(key, value) != value:
+            return False
+        self.annotations[key] = value
+        return True
 
 
 class SubresourceView(Protocol):
@@ -70,12 +82,37 @@ class SubresourceView(Protocol):
         ...
 
 
-class WebhookAdmitter(Protocol):
-    """Mutating, then validating admission of one write."""
+class MutatingPlugin(Protocol):
+    """An admission plugin that may change the object (kube's MutationInterface)."""
 
     @property
     def configured(self) -> bool:
-        """Whether any webhook configuration exists (no call is made when none does)."""
+        """Whether it could act on anything (a plugin with no configuration is skipped)."""
+        ...
+
+    async def mutate(self, attrs: Attributes) -> Object | None:
+        """The changed object (None when it did not change it)."""
+        ...
+
+
+class ValidatingPlugin(Protocol):
+    """An admission plugin that accepts or refuses a write (kube's ValidationInterface)."""
+
+    @property
+    def configured(self) -> bool:
+        ...
+
+    async def validate(self, attrs: Attributes) -> None:
+        """Return, or raise the StatusError that refuses the write."""
+        ...
+
+
+class Admitter(Protocol):
+    """The admission chain a store is built with: mutating, then validating admission."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether any plugin could act (no call is made when none could)."""
         ...
 
     async def admit(self, attrs: Attributes,

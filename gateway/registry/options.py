@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.registry.admission import WebhookAdmitter
+from gateway.registry.admission import Admitter
 from gateway.registry.resource import ResourceDef
 from gateway.registry.store import RESTStore
 from gateway.registry.versions import VersionLayer
@@ -21,11 +21,12 @@ class StoreOptions:
     """The watch caches over the shared store, and the admission every write goes through."""
 
     factory: StorageFactory
-    #: Admission webhooks (mutating, then validating), called on every write of every store.
-    webhooks: WebhookAdmitter | None = None
+    #: The admission chain (mutating webhooks; ValidatingAdmissionPolicies and validating
+    #: webhooks), called on every write of every store.
+    admission: Admitter | None = None
 
     def new_store(self, resource: ResourceDef, version: VersionLayer | None = None, *,
                   store_type: type[RESTStore] = RESTStore) -> RESTStore:
         """The REST store of ``resource`` (served at ``version``), with its admission."""
         return store_type(resource, self.factory.cacher(resource.storage_prefix), version,
-                          webhooks=self.webhooks)
+                          admitter=self.admission)

@@ -21,7 +21,7 @@ from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.listoptions import EXACT, ListOptions, resource_version_error
 from gateway.apimachinery.objects import copy_object, drop_nulls
 from gateway.apimachinery.user import UserInfo
-from gateway.registry.admission import Attributes, WebhookAdmitter
+from gateway.registry.admission import Admitter, Attributes
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import (
     object_meta_causes,
@@ -87,7 +87,7 @@ class RESTStore:
 
     def __init__(self, resource: ResourceDef, cacher: Cacher,
                  version: VersionLayer | None = None, *,
-                 webhooks: WebhookAdmitter | None = None) -> None:
+                 admitter: Admitter | None = None) -> None:
         self.resource = resource
         self.cacher = cacher
         self.strategy = resource.strategy
@@ -98,20 +98,22 @@ class RESTStore:
         self.create_admission: list[Admission] = []
         #: Checks of every write on the object as it is to be stored.
         self.admission: list[Admission] = []
-        #: The admission webhooks, called after the checks in ``admission``.
-        self.webhooks = webhooks
+        #: The admission chain (webhooks, ValidatingAdmissionPolicies), called after the
+        #: checks in ``admission``.
+        self.admitter = admitter
 
     async def _admit(self, new: Object, old: Object | None, options: WriteOptions) -> None:
         for admit in self.admission:
             await admit(new, old, options)
 
-    async def _admit_webhooks(self, operation: str, namespace: str, obj: Object | None,
-                              old: Object | None, options: WriteOptions,
-                              delete: DeleteOptions | None = None) -> Object | None:
-        """Mutating, then validating webhooks; an object a webhook changed is checked again.
-        A subresource with a view of its own (a custom resource's scale) is admitted as that
-        view, and what a webhook changed in it is written back into the object."""
-        if self.webhooks is None or not self.webhooks.configured:
+    async def _admit_chain(self, operation: str, namespace: str, obj: Object | None,
+                           old: Object | None, options: WriteOptions,
+                           delete: DeleteOptions | None = None) -> Object | None:
+        """The admission chain: mutating, then validating admission; an object a webhook
+        changed is checked again. A subresource with a view of its own (a custom resource's
+        scale) is admitted as that view, and what a webhook changed in it is written back
+        into the object."""
+        if self.admitter is None or not self.admitter.configured:
             return obj
         attrs = self._attributes(operation, namespace,
                                  (obj or old or {}).get("metadata", {}).get("name", ""),
@@ -119,7 +121,7 @@ class RESTStore:
         before = obj
         view = self.version.subresource_view(options.subresource) if obj is not None else None
         if view is None:
-            return await self.webhooks.admit(
+            return await self.admitter.admit(
                 attrs, lambda mutated: self._after_mutation(mutated, before, old, options))
         assert obj is not None
         attrs.obj, attrs.kind = view.view(obj), view.kind
@@ -131,19 +133,19 @@ class RESTStore:
             admitted = self._after_mutation(view.apply(mutated, obj), obj, old, options)
             return view.view(admitted)
 
-        await self.webhooks.admit(attrs, recheck)
+        await self.admitter.admit(attrs, recheck)
         return admitted
 
     async def admit_subresource_create(self, subresource: str, namespace: str, name: str,
                                        obj: Object, kind: dict[str, str],
                                        options: WriteOptions) -> Object:
-        """Webhooks for a create on a subresource that stores nothing of its own
+        """Admission of a create on a subresource that stores nothing of its own
         (serviceaccounts/token): the request object, perhaps mutated."""
-        if self.webhooks is None or not self.webhooks.configured:
+        if self.admitter is None or not self.admitter.configured:
             return obj
         attrs = self._attributes("CREATE", namespace, name, obj, None, options)
         attrs.subresource, attrs.kind = subresource, kind
-        return await self.webhooks.admit(attrs) or obj
+        return await self.admitter.admit(attrs) or obj
 
     def _attributes(self, operation: str, namespace: str, name: str, obj: Object | None,
                     old: Object | None, options: WriteOptions,
@@ -377,7 +379,7 @@ class RESTStore:
             meta["name"] = _generated_name(meta["generateName"])
         self._prepare_create(obj, options)
         await self._admit(obj, None, options)
-        obj = await self._admit_webhooks("CREATE", namespace, obj, None, options)
+        obj = await self._admit_chain("CREATE", namespace, obj, None, options)
         meta = obj["metadata"]
         if options.dry_run:
             return obj
@@ -466,8 +468,8 @@ class RESTStore:
                 return await self._in(await self._create_on_write(namespace, new, options))
             prepared = self._prepare_update(new, current, options)
             await self._admit(prepared, current, options)
-            return await self._in(await self._admit_webhooks("UPDATE", namespace, prepared,
-                                                             current, options))
+            return await self._in(await self._admit_chain("UPDATE", namespace, prepared,
+                                                          current, options))
 
         if options.dry_run:
             return await self._out(await self._dry_run_write(key, update)), created
@@ -495,7 +497,7 @@ class RESTStore:
             await admit(new, None, options)
         self._prepare_create(new, options)
         await self._admit(new, None, options)
-        return await self._admit_webhooks("CREATE", namespace, new, None, options)
+        return await self._admit_chain("CREATE", namespace, new, None, options)
 
     def _prepare_update(self, new: Object, current: Object, options: WriteOptions) -> Object:
         cur_meta, meta = current["metadata"], new["metadata"]
@@ -537,7 +539,7 @@ class RESTStore:
             raise self._status(err, name) from None
         self._check_delete_preconditions(current, options.preconditions)
         self.strategy.validate_delete(current)
-        await self._admit_webhooks("DELETE", namespace, None, current, write, options)
+        await self._admit_chain("DELETE", namespace, None, current, write, options)
         pending = self.strategy.pending_finalizers(current)
         if write.dry_run:
             return current, not pending

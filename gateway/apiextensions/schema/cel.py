@@ -42,16 +42,16 @@ from typing import Any
 
 import orjson
 
-from gateway.apiextensions.schema import cel_library as lib
 from gateway.apiextensions.schema.cel_rules import (
     CompiledRules,
     Rule,
     compile_schema,
     runtime_env,
 )
-from gateway.apiextensions.schema.cel_types import FieldView, to_cel
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
+from gateway.cel import library as lib
+from gateway.cel.types import FieldView, to_cel
 
 __all__ = ["PER_CALL_LIMIT", "RUNTIME_COST_BUDGET", "CompiledRules", "compile_schema",
            "validate"]

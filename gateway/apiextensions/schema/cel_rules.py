@@ -17,8 +17,10 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from gateway.apiextensions.schema import cel_library as lib
-from gateway.apiextensions.schema.cel_types import (
+from gateway.apimachinery.gowords import go_quote
+from gateway.apimachinery.status import Cause
+from gateway.cel import library as lib
+from gateway.cel.types import (
     Decl,
     FieldView,
     TypeBuilder,
@@ -26,8 +28,6 @@ from gateway.apiextensions.schema.cel_types import (
     escape,
     field_view,
 )
-from gateway.apimachinery.gowords import go_quote
-from gateway.apimachinery.status import Cause
 
 T = cel.Type
 #: A rule with optionalOldSelf sees ``oldSelf`` as an optional. cel-expr-python cannot declare
@@ -239,6 +239,18 @@ def _check(env: cel.Env, source: str, shift: int = 0) -> tuple[Any, str]:
         return None, lib.compile_error(str(err), shift)
 
 
+def _runtime(checked: Any, unchecked: str | None) -> tuple[Any, str]:
+    """The program that runs a rule: the checked expression moved to the runtime
+    environment, or for a wrapped rule (whose run-time text is not the checked one) that
+    text parsed there unchecked."""
+    try:
+        if unchecked is not None:
+            return runtime_env().compile(unchecked, disable_check=True), ""
+        return lib.runtime_program(runtime_env(), checked), ""
+    except (RuntimeError, ValueError) as err:
+        return None, lib.compile_error(str(err))
+
+
 def _compile_rule(rule: dict, out: Rule, envs: _Envs, where: str,
                   item: _Pending) -> list[Cause]:
     source = rule.get("rule") if isinstance(rule.get("rule"), str) else ""
@@ -257,8 +269,8 @@ def _compile_rule(rule: dict, out: Rule, envs: _Envs, where: str,
         causes.append(Cause("FieldValueInvalid",
                             f"Invalid value: {go_rule(rule)}: {out.error}", f"{where}.rule"))
     else:
-        out.program, run_error = _check(runtime_env(), _RUN_WRAP.format(source) if wrapped
-                                        else source)
+        out.program, run_error = _runtime(checked, _RUN_WRAP.format(source) if wrapped
+                                          else None)
         out.error = run_error and f"compilation failed: {run_error}"
     causes += _compile_message(rule, out, envs, where, wrapped)
     causes += _old_self_causes(rule, out, where, item)
@@ -288,7 +300,7 @@ def _compile_message(rule: dict, out: Rule, envs: _Envs, where: str,
     if error:
         return [Cause("FieldValueInvalid", f"Invalid value: {go_rule(rule)}: {error}",
                       f"{where}.messageExpression")]
-    out.message_program, _ = _check(runtime_env(), source)
+    out.message_program, _ = _runtime(checked, source if wrapped else None)
     return []
 
 

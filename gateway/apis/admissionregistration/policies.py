@@ -3,16 +3,17 @@ defaulted, validated and served, for clients and for the informers of extension 
 (k8s.io/apiserver's ValidatingAdmissionPolicy admission plugin lists and watches both before
 it admits anything).
 
-The gateway does not enforce these policies: it keeps them, as it keeps any object. Checks
-follow kube's ValidateValidatingAdmissionPolicy / ...Binding with its messages; CEL
-expressions are parsed, not type-checked.
+Checks follow kube's ValidateValidatingAdmissionPolicy / ...Binding with its messages; CEL
+expressions are compiled as the policy plugin compiles them (gateway.admission.expressions:
+typed ``request``, ``params`` only with a paramKind, variables declared in order, return
+types checked). The policies are enforced by gateway.admission.policy.
 """
 
 from __future__ import annotations
 
 import re
 
-from gateway.admission.conditions import compile_error
+from gateway.admission.expressions import BOOL, STRING, STRING_OR_NULL, Compiler, Options
 from gateway.apimachinery.labels import qualified_name_errors
 from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
@@ -169,12 +170,18 @@ def match_resources_causes(path: str, match: dict | None) -> list[Cause]:
     return causes
 
 
-def _compile_causes(path: str, expression: str) -> list[Cause]:
-    error = compile_error(expression)
-    return [invalid(path, expression, f"compilation failed: {error}")] if error else []
+def _compile_causes(path: str, expression: str, compiler: Compiler, options: Options,
+                    returns: tuple[str, ...] | None, *, variable: str = "") -> list[Cause]:
+    """convertCELErrorToValidationError of one expression's compilation."""
+    if variable:
+        error = compiler.add_variable(variable, expression, options).error
+    else:
+        error = compiler.compile(expression, options, returns).error
+    return [invalid(path, expression, error)] if error else []
 
 
-def match_condition_causes(path: str, conditions: list[dict]) -> list[Cause]:
+def match_condition_causes(path: str, conditions: list[dict],
+                           params: bool = False) -> list[Cause]:
     """validateMatchConditions: at most 64, each with an expression and a qualified name,
     names unique."""
     causes: list[Cause] = []
@@ -188,7 +195,8 @@ def match_condition_causes(path: str, conditions: list[dict]) -> list[Cause]:
         if not expression:
             causes.append(required(f"{item}.expression"))
         else:
-            causes += _compile_causes(f"{item}.expression", expression)
+            causes += _compile_causes(f"{item}.expression", expression, Compiler(),
+                                      Options(params=params), BOOL)
         name = condition.get("name") or ""
         if not name:
             causes.append(required(f"{item}.name"))
@@ -229,7 +237,8 @@ def _param_kind_causes(path: str, kind: dict) -> list[Cause]:
     return causes
 
 
-def _variable_causes(path: str, variable: dict) -> list[Cause]:
+def _variable_causes(path: str, variable: dict, compiler: Compiler,
+                     options: Options) -> list[Cause]:
     causes: list[Cause] = []
     name = variable.get("name") or ""
     if not name.strip():
@@ -240,23 +249,27 @@ def _variable_causes(path: str, variable: dict) -> list[Cause]:
     if not expression.strip():
         causes.append(required(f"{path}.expression", "expression is not specified"))
     else:
-        causes += _compile_causes(f"{path}.expression", expression)
+        causes += _compile_causes(f"{path}.expression", expression, compiler, options, None,
+                                  variable=name)
     return causes
 
 
-def _validation_causes(path: str, validation: dict) -> list[Cause]:
+def _validation_causes(path: str, validation: dict, compiler: Compiler,
+                       params: bool) -> list[Cause]:
     causes: list[Cause] = []
     expression = validation.get("expression") or ""
     if not expression.strip():
         causes.append(required(f"{path}.expression", "expression is not specified"))
     else:
-        causes += _compile_causes(f"{path}.expression", expression)
+        causes += _compile_causes(f"{path}.expression", expression, compiler,
+                                  Options(params=params), BOOL)
     message_expression = validation.get("messageExpression") or ""
     if message_expression and not message_expression.strip():
         causes.append(invalid(f"{path}.messageExpression", message_expression,
                               "must be non-empty if specified"))
     elif message_expression.strip():
-        causes += _compile_causes(f"{path}.messageExpression", message_expression)
+        causes += _compile_causes(f"{path}.messageExpression", message_expression, compiler,
+                                  Options(params=params, authorizer=False), STRING)
     message = validation.get("message") or ""
     if message and not message.strip():
         causes.append(invalid(f"{path}.message", message,
@@ -270,7 +283,8 @@ def _validation_causes(path: str, validation: dict) -> list[Cause]:
     return causes
 
 
-def _audit_annotation_causes(path: str, policy_name: str, annotation: dict) -> list[Cause]:
+def _audit_annotation_causes(path: str, policy_name: str, annotation: dict,
+                             compiler: Compiler, params: bool) -> list[Cause]:
     causes: list[Cause] = []
     key = annotation.get("key") or ""
     if policy_name:
@@ -284,8 +298,8 @@ def _audit_annotation_causes(path: str, policy_name: str, annotation: dict) -> l
     elif len(value.encode()) > MAX_VALUE_EXPRESSION:
         causes.append(required(f"{path}.valueExpression",
                                f"must not exceed {MAX_VALUE_EXPRESSION} bytes in length"))
-    else:
-        causes += _compile_causes(f"{path}.valueExpression", annotation["valueExpression"])
+    elif error := compiler.compile(value, Options(params=params), STRING_OR_NULL).error:
+        causes.append(invalid(f"{path}.valueExpression", annotation["valueExpression"], error))
     return causes
 
 
@@ -306,9 +320,13 @@ def policy_spec_causes(name: str, spec: dict) -> list[Cause]:
         causes += match_resources_causes("spec.matchConstraints", constraints)
         if not constraints.get("resourceRules"):
             causes.append(required("spec.matchConstraints.resourceRules"))
-    causes += match_condition_causes("spec.matchConditions", spec.get("matchConditions") or [])
+    params = isinstance(spec.get("paramKind"), dict)
+    causes += match_condition_causes("spec.matchConditions", spec.get("matchConditions") or [],
+                                     params)
+    compiler = Compiler(composited=True)  # variables declared, in order, for what follows
     for i, variable in enumerate(spec.get("variables") or []):
-        causes += _variable_causes(f"spec.variables[{i}]", variable or {})
+        causes += _variable_causes(f"spec.variables[{i}]", variable or {}, compiler,
+                                   Options(params=params))
     validations = spec.get("validations") or []
     annotations = spec.get("auditAnnotations") or []
     if not validations and not annotations:
@@ -317,7 +335,8 @@ def policy_spec_causes(name: str, spec: dict) -> list[Cause]:
                    required("spec.auditAnnotations", detail)]
         return causes
     for i, validation in enumerate(validations):
-        causes += _validation_causes(f"spec.validations[{i}]", validation or {})
+        causes += _validation_causes(f"spec.validations[{i}]", validation or {}, compiler,
+                                     params)
     if len(annotations) > MAX_AUDIT_ANNOTATIONS:
         causes.append(Cause("FieldValueInvalid", "Invalid value: \"array\": must not have "
                             f"more than {MAX_AUDIT_ANNOTATIONS} auditAnnotations",
@@ -325,7 +344,8 @@ def policy_spec_causes(name: str, spec: dict) -> list[Cause]:
     keys: set[str] = set()
     for i, annotation in enumerate(annotations):
         annotation = annotation or {}
-        causes += _audit_annotation_causes(f"spec.auditAnnotations[{i}]", name, annotation)
+        causes += _audit_annotation_causes(f"spec.auditAnnotations[{i}]", name, annotation,
+                                           compiler, params)
         key = annotation.get("key") or ""
         if key in keys:
             causes.append(duplicate(f"spec.auditAnnotations[{i}].key", key))

@@ -160,8 +160,7 @@ def _match_condition_causes(path: str, conditions: list[dict]) -> list[Cause]:
         if not expression:
             causes.append(required(f"{path}[{i}].expression"))
         elif error := compile_error(expression):
-            causes.append(invalid(f"{path}[{i}].expression", expression,
-                                  f"compilation failed: {error}"))
+            causes.append(invalid(f"{path}[{i}].expression", expression, error))
     return causes
 
 

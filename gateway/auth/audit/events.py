@@ -4,11 +4,18 @@ The audit filter opens an AuditRecord per request it records; later filters and 
 to it (the impersonated user, the authorization decision, the request and response objects)
 and it writes one line per stage. Secret data, TokenReview tokens and issued service-account
 tokens never go into the log: their objects are left out whatever the level.
+
+Layers that see no request (admission, below the REST store) reach the record of the request
+they serve through the request context, as kube's audit.AddAuditAnnotation does: a record is
+the current one of the task that opened it (each request runs in a task of its own, and the
+tasks it starts inherit it), and ``add_annotations`` adds to it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +64,7 @@ class AuditRecord:
         ref = object_ref(info)
         if ref:
             self.event["objectRef"] = ref
+        _CURRENT.set(self)  # the request context's record, for add_annotations
 
     def emit(self, stage: str, **fields: Any) -> None:
         if stage in self.omit:
@@ -79,6 +87,18 @@ class AuditRecord:
     def response_object(self, obj: Any) -> None:
         if self.level >= Level.REQUEST_RESPONSE and not self.sensitive:
             self.event["responseObject"] = obj
+
+
+_CURRENT: contextvars.ContextVar[AuditRecord | None] = contextvars.ContextVar(
+    "audit_record", default=None)
+
+
+def add_annotations(annotations: Mapping[str, str]) -> None:
+    """Annotations for the audit event of the request being served (none when it is not
+    audited), written with its next stage (kube's audit.AddAuditAnnotations)."""
+    audit = _CURRENT.get()
+    if audit is not None and annotations:
+        audit.event.setdefault("annotations", {}).update(annotations)
 
 
 _LEVEL_NAMES = {Level.NONE: "None", Level.METADATA: "Metadata", Level.REQUEST: "Request",

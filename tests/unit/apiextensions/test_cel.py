@@ -6,8 +6,8 @@ import pytest
 
 from gateway.apiextensions.schema.cel import compile_schema, validate
 from gateway.apiextensions.schema.cel_rules import read_fields
-from gateway.apiextensions.schema.cel_types import _fast_timestamp, _parse_timestamp
 from gateway.apimachinery.status import Cause
+from gateway.cel.types import _fast_timestamp, _parse_timestamp
 
 PREFIX = "spec.validation.openAPIV3Schema"
 RULE0 = f"{PREFIX}.properties[spec].x-kubernetes-validations[0]"

@@ -1,11 +1,19 @@
-"""The CEL environment kube-apiserver 1.32 gives x-kubernetes-validations rules.
+"""The CEL environment of kube-apiserver 1.32 (apiserver pkg/cel/environment/base.go), for
+CRD validation rules, admission policies and webhook match conditions alike.
 
-kube's base environment (apiserver pkg/cel/environment/base.go) is the CEL standard library
-with cross-type numeric comparisons, optional types, the strings extension version 2, sets,
-and kube's own libraries (pkg/cel/library: lists, regex, URLs, quantity, IP, CIDR, format).
+kube's base environment is the CEL standard library with cross-type numeric comparisons,
+optional types, the strings extension version 2, sets, and kube's own libraries
+(pkg/cel/library: lists, regex, URLs, quantity, IP, CIDR, format, authorizer).
 cel-expr-python ships the standard library, optionals and strings; this module adds what kube
-adds on top, as Python functions, and rewords cel-cpp's errors as cel-go words them, since
-kube's messages quote cel-go's errors.
+adds on top, as Python functions (quantity.py, net.py, urls.py, formats.py, authz.py), and
+rewords cel-cpp's errors as cel-go words them, since kube's messages quote cel-go's errors.
+
+Each environment comes in two kinds. A checking one declares every typed overload kube
+declares, with no functions: expressions are type-checked there. A runtime one holds the
+functions, one per argument kind (cel-cpp dispatches Python functions by kind, and kube's
+types are all messages here: ``string(ip)`` and ``string(cidr)`` are one function); a checked
+expression is run by deserializing it there (``runtime_program``), so it keeps the checker's
+resolution of names and overloads.
 """
 
 from __future__ import annotations
@@ -16,6 +24,9 @@ from typing import Any
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+
+from gateway.cel import authz, formats, net, quantity, urls
+from gateway.cel.types import default_pool
 
 T = cel.Type
 _COMPARISONS = ("_<_", "_<=_", "_>_", "_>=_")
@@ -116,21 +127,36 @@ def _sets_decls() -> list[cel.FunctionDecl]:
 
 def functions(runtime: bool) -> list[cel.FunctionDecl]:
     """Every function kube declares beyond what the extensions bring."""
-    return _comparison_decls() + _list_decls(runtime) + _regex_decls() + _sets_decls()
+    return (_comparison_decls() + _list_decls(runtime) + _regex_decls() + _sets_decls()
+            + quantity.declarations(runtime) + net.declarations(runtime)
+            + urls.declarations(runtime) + formats.declarations(runtime)
+            + authz.declarations(runtime))
+
+
+def _merged(runtime: bool) -> cel.CelExtension:
+    """Overloads of functions the standard library or an extension already declares
+    (``string`` of kube's types; the optional methods of format's stand-ins)."""
+    merged = {"string": net.string_overloads(runtime), **formats.merged_overloads(runtime)}
+    return cel.CelExtension("kubernetes", [cel.FunctionDecl(name, overloads)
+                                           for name, overloads in merged.items()])
 
 
 def new_env(variables: dict[str, cel.Type], *, pool: Any = None, runtime: bool = False,
             bindings: bool = False) -> cel.Env:
-    """A CEL environment as kube's StoredExpressionsEnv, with these variables."""
-    extensions = [ext_optional.ExtOptional(), ext_strings.ExtStrings(version=2)]
+    """A CEL environment as kube's StoredExpressionsEnv, with these variables; ``pool``
+    declares message types of its own (it must hold types.default_pool's files)."""
+    extensions = [ext_optional.ExtOptional(), ext_strings.ExtStrings(version=2),
+                  _merged(runtime)]
     if bindings:  # only for the optionalOldSelf wrapper: kube 1.32 has no cel.bind
         extensions.append(ext_bindings.ExtBindings())
     config = cel.NewEnvConfigFromYaml(_CONFIG_YAML)
-    if pool is None:
-        return cel.NewEnv(config=config, variables=variables, functions=functions(runtime),
-                          extensions=extensions)
-    return cel.NewEnv(pool, config=config, variables=variables, functions=functions(runtime),
-                      extensions=extensions)
+    return cel.NewEnv(pool if pool is not None else default_pool(), config=config,
+                      variables=variables, functions=functions(runtime), extensions=extensions)
+
+
+def runtime_program(env: cel.Env, checked: Any) -> Any:
+    """A checked expression, ready to run in the runtime environment ``env``."""
+    return env.deserialize(checked.serialize())
 
 
 # -- cel-cpp's words as cel-go's -----------------------------------------------------------

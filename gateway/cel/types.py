@@ -34,6 +34,7 @@ from google.protobuf import (
 )
 
 from gateway.apimachinery.gowords import parse_duration
+from gateway.cel import opaque
 
 T = cel.Type
 _FD = descriptor_pb2.FieldDescriptorProto
@@ -83,6 +84,9 @@ class Decl:
     elem: Decl | None = None
     #: object fields: property name → (CEL name, type)
     fields: dict[str, tuple[str, Decl]] = field(default_factory=dict)
+    #: an object type's message name in its package, when it has one of its own
+    #: (kube's hand-made types: ``AdmissionRequest``); else a generated one
+    name: str = ""
 
 
 def types_of(schema: dict) -> list[str]:
@@ -149,8 +153,8 @@ def _object_decl(schema: dict) -> Decl | None:
 class TypeBuilder:
     """Declares object types as protobuf messages in a pool of their own (one per schema)."""
 
-    def __init__(self) -> None:
-        self.package = f"k8s.crd{next(_counter)}"
+    def __init__(self, package: str = "") -> None:
+        self.package = package or f"k8s.crd{next(_counter)}"
         self.file = descriptor_pb2.FileDescriptorProto(
             name=f"{self.package.replace('.', '/')}.proto", package=self.package,
             syntax="proto2", dependency=[m.DESCRIPTOR.name for m in _WELL_KNOWN])
@@ -169,7 +173,7 @@ class TypeBuilder:
     def message(self, decl: Decl) -> str:
         if id(decl) in self.names:
             return self.names[id(decl)]
-        name = f"Object{len(self.names) + 1}"
+        name = decl.name or f"Object{len(self.names) + 1}"
         self.names[id(decl)] = full = f"{self.package}.{name}"
         message = self.file.message_type.add(name=name)
         for number, (cel_name, prop) in enumerate(decl.fields.values(), start=1):
@@ -198,15 +202,23 @@ class TypeBuilder:
         message.field.add(name=name, json_name=name, number=number, label=label,
                           type=_FD.TYPE_MESSAGE, type_name=type_name)
 
-    def pool(self) -> descriptor_pool.DescriptorPool:
-        """A pool with the well-known types and the messages declared so far."""
-        pool = descriptor_pool.DescriptorPool()
-        for module in _WELL_KNOWN:
-            proto = descriptor_pb2.FileDescriptorProto()
-            module.DESCRIPTOR.CopyToProto(proto)
-            pool.Add(proto)
-        pool.Add(self.file)
+    def pool(self, *others: TypeBuilder) -> descriptor_pool.DescriptorPool:
+        """A pool with the well-known types, kube's opaque ones and the messages declared
+        so far (here and in ``others``)."""
+        pool = default_pool()
+        for builder in (self, *others):
+            pool.Add(builder.file)
         return pool
+
+
+def default_pool() -> descriptor_pool.DescriptorPool:
+    """A new pool with the well-known types and kube's opaque types (every environment's)."""
+    pool = descriptor_pool.DescriptorPool()
+    for module in _WELL_KNOWN:
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        pool.Add(proto)
+    return opaque.add_to(pool)
 
 
 def _camel(name: str) -> str:
