@@ -30,17 +30,32 @@ async def guaranteed_update(
     *,
     preconditions: Preconditions | None = None,
     ignore_not_found: bool = False,
+    fetch: Callable[[], Awaitable[Current]] | None = None,
 ) -> Object:
+    """With ``fetch``, ``current`` is a guess that may be stale (the watch cache's copy, as
+    kube's GuaranteedUpdate takes one): anything that fails on it (a precondition, the
+    update itself, a missing key) is tried once more on the state ``fetch`` reads, and a
+    lost swap returns the newer state anyway."""
     while True:
         revision, data = current if current is not None else (0, None)
-        obj = codec.decode(data, revision, key) if data is not None else None
-        if obj is None and not ignore_not_found:
-            raise KeyNotFoundError(key)
-        if obj is not None and preconditions is not None:
-            preconditions.check(key, obj)
-        new_data = codec.encode(await update(obj))
+        try:
+            obj = codec.decode(data, revision, key) if data is not None else None
+            if obj is None and not ignore_not_found:
+                raise KeyNotFoundError(key)
+            if obj is not None and preconditions is not None:
+                preconditions.check(key, obj)
+            new_data = codec.encode(await update(obj))
+        except Exception:
+            if fetch is None:
+                raise
+            current, fetch = await fetch(), None  # it may have failed on stale data
+            continue
         if data is not None and _same(new_data, data, revision, key):
+            if fetch is not None:  # nothing to write, as far as a guess tells: look
+                current, fetch = await fetch(), None
+                continue
             return codec.decode(data, revision, key)  # a no-op writes nothing
+        fetch = None  # the swap tells whether the guess was current
         done, outcome = await swap(revision, data, new_data)
         if done:
             assert isinstance(outcome, int)
@@ -61,18 +76,26 @@ async def guaranteed_delete(
     *,
     preconditions: Preconditions | None = None,
     validate: Callable[[Object], Awaitable[None]] | None = None,
+    fetch: Callable[[], Awaitable[Current]] | None = None,
 ) -> Object:
     """Delete once the preconditions and ``validate`` hold of the current state; returns the
-    last state stamped with the deletion's revision."""
+    last state stamped with the deletion's revision. ``fetch``: as guaranteed_update's."""
     while True:
-        if current is None:
-            raise KeyNotFoundError(key)
-        revision, data = current
-        obj = codec.decode(data, revision, key)
-        if preconditions is not None:
-            preconditions.check(key, obj)
-        if validate is not None:
-            await validate(obj)
+        try:
+            if current is None:
+                raise KeyNotFoundError(key)
+            revision, data = current
+            obj = codec.decode(data, revision, key)
+            if preconditions is not None:
+                preconditions.check(key, obj)
+            if validate is not None:
+                await validate(obj)
+        except Exception:
+            if fetch is None:
+                raise
+            current, fetch = await fetch(), None
+            continue
+        fetch = None
         done, outcome = await swap(revision, data)
         if done:
             assert isinstance(outcome, int)

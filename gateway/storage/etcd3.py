@@ -445,6 +445,7 @@ class EtcdStorage:
         *,
         preconditions: Preconditions | None = None,
         ignore_not_found: bool = False,
+        cached: tuple[int, bytes] | None = None,
     ) -> Object:
         full = self._full(key)
 
@@ -452,10 +453,16 @@ class EtcdStorage:
             put = rpc.RequestOp(request_put=rpc.PutRequest(key=full, value=new_data))
             return await self._swap(full, key, expected, put)
 
+        async def fetch() -> cas.Current:
+            return await self._current_kv(full, key)
+
+        if cached is None:  # no guess: read first
+            return await cas.guaranteed_update(
+                key, await fetch(), update, swap,
+                preconditions=preconditions, ignore_not_found=ignore_not_found)
         return await cas.guaranteed_update(
-            key, await self._current_kv(full, key), update, swap,
-            preconditions=preconditions, ignore_not_found=ignore_not_found,
-        )
+            key, cached, update, swap, preconditions=preconditions,
+            ignore_not_found=ignore_not_found, fetch=fetch)
 
     async def delete(
         self,
@@ -463,6 +470,7 @@ class EtcdStorage:
         *,
         preconditions: Preconditions | None = None,
         validate: Callable[[Object], Awaitable[None]] | None = None,
+        cached: tuple[int, bytes] | None = None,
     ) -> Object:
         full = self._full(key)
 
@@ -470,10 +478,14 @@ class EtcdStorage:
             delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=full))
             return await self._swap(full, key, expected, delete)
 
+        async def fetch() -> cas.Current:
+            return await self._current_kv(full, key)
+
+        if cached is None:
+            return await cas.guaranteed_delete(
+                key, await fetch(), swap, preconditions=preconditions, validate=validate)
         return await cas.guaranteed_delete(
-            key, await self._current_kv(full, key), swap,
-            preconditions=preconditions, validate=validate,
-        )
+            key, cached, swap, preconditions=preconditions, validate=validate, fetch=fetch)
 
     async def compact(self, revision: int) -> None:
         """etcd's (logical) compaction of the whole store; already compacted is done."""

@@ -240,11 +240,16 @@ class Storage(Protocol):
         *,
         preconditions: Preconditions | None = None,
         ignore_not_found: bool = False,
+        cached: tuple[int, bytes] | None = None,
     ) -> Object:
         """Read, apply ``update``, compare-and-swap; retry on a concurrent change.
 
         Preconditions are checked against the current object on every try. When ``update``
-        returns an object equal to the current one, nothing is written.
+        returns an object equal to the current one, nothing is written. ``cached`` is the
+        caller's (revision, JSON) of the object, perhaps stale (the watch cache's): a store
+        for which a read costs a round trip may start from it instead of reading, as kube's
+        GuaranteedUpdate starts from the cache's object; what fails on it is tried again on
+        the stored state.
         """
 
     async def delete(
@@ -253,8 +258,10 @@ class Storage(Protocol):
         *,
         preconditions: Preconditions | None = None,
         validate: Callable[[Object], Awaitable[None]] | None = None,
+        cached: tuple[int, bytes] | None = None,
     ) -> Object:
-        """Delete the key; returns its last state, resourceVersion = the deletion."""
+        """Delete the key; returns its last state, resourceVersion = the deletion.
+        ``cached``: as guaranteed_update's."""
 
     async def watch(self, prefix: str, *, revision: int | None = None) -> Watch:
         """Events under ``prefix`` after ``revision`` (None: from now on; 0: every event since

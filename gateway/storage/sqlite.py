@@ -746,7 +746,9 @@ class SQLiteStorage:
         *,
         preconditions: Preconditions | None = None,
         ignore_not_found: bool = False,
+        cached: tuple[int, bytes] | None = None,
     ) -> Object:
+        # the row is read from the local database at once: a cached guess saves nothing
         async def swap(expected: int, data: bytes | None, new_data: bytes) -> cas.Outcome:
             return self._outcome(await self._write(_Put(key, new_data, expected, data)))
 
@@ -761,6 +763,7 @@ class SQLiteStorage:
         *,
         preconditions: Preconditions | None = None,
         validate: Callable[[Object], Awaitable[None]] | None = None,
+        cached: tuple[int, bytes] | None = None,
     ) -> Object:
         async def swap(expected: int, data: bytes) -> cas.Outcome:
             return self._outcome(await self._write(_Delete(key, expected, data)))

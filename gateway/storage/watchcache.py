@@ -603,7 +603,8 @@ class Cacher:
         ignore_not_found: bool = False,
     ) -> Object:
         updated = await self.storage.guaranteed_update(
-            key, update, preconditions=preconditions, ignore_not_found=ignore_not_found
+            key, update, preconditions=preconditions, ignore_not_found=ignore_not_found,
+            cached=self._cached_state(key),
         )
         await self._applied(_revision_of(updated))
         return updated
@@ -615,10 +616,17 @@ class Cacher:
         preconditions: Preconditions | None = None,
         validate: Callable[[Object], Awaitable[None]] | None = None,
     ) -> Object:
-        deleted = await self.storage.delete(key, preconditions=preconditions, validate=validate)
+        deleted = await self.storage.delete(key, preconditions=preconditions, validate=validate,
+                                            cached=self._cached_state(key))
         if self.read_your_writes:
             await self._applied(await self.storage.current_revision())
         return deleted
+
+    def _cached_state(self, key: str) -> tuple[int, bytes] | None:
+        """The cache's (revision, JSON) of ``key`` for a write to start from, perhaps stale
+        (the store tries again on what it reads when anything fails on it)."""
+        known = self._objects.get(key) if self.ready else None
+        return (known.revision, known.data) if known is not None else None
 
     async def count(self, prefix: str) -> int:
         return await self.storage.count(prefix)

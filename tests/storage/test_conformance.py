@@ -477,3 +477,73 @@ async def test_history_after_the_compaction_point_is_kept(store):
         watch.stop()
     state = await store.list(P, revision=rv(mid))
     assert [o["data"] for o in state.items] == [{"v": "2"}]
+
+
+# -- writes that start from a cached guess (the watch cache's copy) ------------------------------
+
+
+async def _stale_guess(store) -> tuple[tuple[int, bytes], dict]:
+    """A guess of the object's state one write behind, and the object as it is now."""
+    from gateway.storage import codec
+
+    first = await store.create(key("g"), configmap("g", v="1"))
+    guess = (rv(first), codec.dumps(first))
+
+    def bump(current):
+        return {**current, "data": {"v": "2"}}
+
+    now = await store.guaranteed_update(key("g"), _async(bump))
+    return guess, now
+
+
+def _async(fn):
+    async def call(current):
+        return fn(current)
+    return call
+
+
+async def test_an_update_from_a_stale_guess_applies_to_the_stored_state(store):
+    guess, now = await _stale_guess(store)
+    seen = []
+
+    def update(current):
+        seen.append(current["data"]["v"])
+        return {**current, "data": {**current["data"], "w": "3"}}
+
+    # a precondition only the stored state meets: it must not fail on the stale guess
+    done = await store.guaranteed_update(
+        key("g"), _async(update), cached=guess,
+        preconditions=Preconditions(resource_version=now["metadata"]["resourceVersion"]))
+    assert done["data"] == {"v": "2", "w": "3"}
+    assert seen[-1] == "2"
+    assert (await store.get(key("g")))["data"] == {"v": "2", "w": "3"}
+
+
+async def test_an_update_that_fails_on_a_stale_guess_is_tried_on_the_stored_state(store):
+    guess, now = await _stale_guess(store)
+
+    def update(current):  # as the REST store's resourceVersion check does
+        if current["metadata"]["resourceVersion"] != now["metadata"]["resourceVersion"]:
+            raise ConflictError("stale", key=key("g"))
+        return {**current, "data": {"v": "4"}}
+
+    done = await store.guaranteed_update(key("g"), _async(update), cached=guess)
+    assert done["data"] == {"v": "4"}
+
+
+async def test_a_delete_from_a_stale_guess_checks_the_stored_state(store):
+    guess, now = await _stale_guess(store)
+    gone = await store.delete(key("g"), cached=guess, preconditions=Preconditions(
+        resource_version=now["metadata"]["resourceVersion"]))
+    assert gone["data"] == {"v": "2"}
+    with pytest.raises(KeyNotFoundError):
+        await store.get(key("g"))
+
+
+async def test_a_stale_guess_of_a_deleted_object_is_not_found(store):
+    guess, _ = await _stale_guess(store)
+    await store.delete(key("g"))
+    with pytest.raises(KeyNotFoundError):
+        await store.guaranteed_update(key("g"), _async(lambda c: c), cached=guess)
+    with pytest.raises(KeyNotFoundError):
+        await store.delete(key("g"), cached=guess)
