@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import time
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -46,6 +47,7 @@ from gateway.storage.interface import (
     Storage,
     UpdateFunc,
     WatchEvent,
+    prefix_end,
 )
 from gateway.storage.watchstream import QueueWatch
 
@@ -249,6 +251,9 @@ class Cacher:
         self.revision = 0  # every event up to here is applied
         self.oldest = 0  # a watch may resume from any revision >= this
         self._objects: dict[str, CachedObject] = {}
+        #: The keys of _objects in order: a list or the initial events of a watch read the
+        #: range of a prefix (a namespace's) instead of sorting every key of the resource.
+        self._keys: list[str] = []
         #: The kept dicts by key, once in-process readers scan this resource (objects()):
         #: from then on every version is kept decoded as it arrives, for them to read at once.
         self._decoded: dict[str, Object] | None = None
@@ -326,6 +331,7 @@ class Cacher:
             self.key_func(self.prefix, obj): CachedObject.encode(obj, _revision_of(obj),
                                                                  keep=keep)
             for obj in listed.items}
+        self._keys = sorted(self._objects)
         if keep:
             self._decoded = {key: cached.keep() for key, cached in self._objects.items()}
         self._window.clear()
@@ -357,7 +363,8 @@ class Cacher:
             prev = CachedObject.encode(event.prev_object, _revision_of(event.prev_object))
         decoded = self._decoded
         if event.type == EventType.DELETED:
-            self._objects.pop(key, None)
+            if self._objects.pop(key, None) is not None:
+                del self._keys[bisect_left(self._keys, key)]
             if decoded is not None:
                 decoded.pop(key, None)
             version = CachedObject.encode(obj, event.revision)  # only ever sent, never read
@@ -365,6 +372,8 @@ class Cacher:
             # a version is kept decoded when in-process readers read this resource or this
             # object (keep()); the storage's dict is then the shared one, decoded already
             keep = decoded is not None or (prev is not None and prev.kept)
+            if key not in self._objects:
+                insort(self._keys, key)
             version = self._objects[key] = CachedObject.encode(obj, event.revision, keep=keep)
             if decoded is not None:
                 decoded[key] = obj
@@ -483,11 +492,17 @@ class Cacher:
         """Every object under ``prefix`` (that matches), as of the cache's revision."""
         await self.wait_fresh(min_revision)
         objects = self._objects
-        keys = sorted(k for k in objects if k.startswith(prefix))
-        versions = [objects[k] for k in keys]
+        versions = [objects[k] for k in self._keys_under(prefix)]
         if predicate is not None:
             versions = [cached for cached in versions if predicate(cached.decode())]
         return ListResult(encoded=versions, revision=self.revision)
+
+    def _keys_under(self, prefix: str) -> list[str]:
+        """The cached keys that start with ``prefix``, in order."""
+        keys = self._keys
+        if not prefix:
+            return list(keys)
+        return keys[bisect_left(keys, prefix):bisect_left(keys, prefix_end(prefix))]
 
     def objects(self, prefix: str = "") -> list[Object]:
         """The cached objects under ``prefix`` (all of the resource by default), unsorted.
@@ -552,7 +567,7 @@ class Cacher:
     def _initial_state(self, prefix: str, predicate: Predicate | None) -> list[WatchEvent]:
         events = []
         objects = self._objects
-        for key in sorted(k for k in objects if k.startswith(prefix)):
+        for key in self._keys_under(prefix):
             cached = objects[key]
             obj = None
             if predicate is not None:

@@ -200,3 +200,27 @@ async def test_a_revision_the_store_never_reaches_is_too_large(sqlite_store):
         assert (future.value.requested, future.value.current) == (10_000, cacher.revision)
     finally:
         await cacher.close()
+
+
+async def test_lists_and_initial_events_by_prefix_follow_creates_and_deletes(store):
+    """The cache's ordered index of keys (what a namespace's list reads) against the store."""
+    cacher = await started(store)
+    try:
+        for name in ("m", "c", "x", "a"):
+            for ns in ("ab", "a", "b"):  # "a" is a prefix of "ab", not its namespace
+                await store.create(key(name, ns), configmap(name, namespace=ns))
+        await store.delete(key("c", "a"))
+        await store.delete(key("m", "b"))
+        await store.create(key("c", "a"), configmap("c", namespace="a"))
+        last = await store.create(key("b", "b"), configmap("b", namespace="b"))
+        for prefix in (P, f"{P}a/", f"{P}ab/", f"{P}b/", f"{P}c/"):
+            expected = [o["metadata"] for o in (await store.list(prefix)).items]
+            listed = await cacher.list_cached(prefix, min_revision=rv(last))
+            assert [o["metadata"] for o in listed.items] == expected, prefix
+            watch = await cacher.watch_cached(prefix, revision=0, send_initial=True)
+            initial = [watch.next_nowait() for _ in expected]
+            assert [e.object["metadata"] for e in initial] == expected, prefix
+            assert watch.next_nowait() is None
+            watch.stop()
+    finally:
+        await cacher.close()
