@@ -240,6 +240,7 @@ def render_table(bench: Bench, results: dict[str, dict[str, list[dict[str, Any]]
     head = ["operation", *(f"{s.label} /s" for s in servers)]
     if go:
         head += [f"{g.label} / Go" for g in gateways]
+        head += [f"{g.label} / Go by CPU per request" for g in gateways]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for op in OPERATIONS:
         row = [label_of(op, args)]
@@ -247,7 +248,15 @@ def render_table(bench: Bench, results: dict[str, dict[str, list[dict[str, Any]]
         row += [f"{values[s.key]:,.0f}" for s in servers]
         if go:
             row += [f"**{values[g.key] / values['go']:.2f}**" for g in gateways]
+            cost = {s.key: cpu_per(results[op][s.key], op) for s in servers}
+            row += [f"{cost['go'] / cost[g.key]:.2f}" for g in gateways]
         lines.append("| " + " | ".join(row) + " |")
+    if go:
+        lines += ["", "The first ratios are throughput (requests/s, for watches events per CPU "
+                  "second); the last ones are the inverse ratio of the server's CPU time per "
+                  "request, its capacity per core, which a busy machine moves less (a server "
+                  "kept from its CPU by other processes serves fewer requests a second but "
+                  "spends the same CPU on each)."]
     lines += ["", "Details (medians over the rounds; CPU is the measured server's, per request "
               "or per delivered event, and its use of its one core: under 100 % it was "
               "waiting, e.g. on storage; spread is (max - min) / median of /s over the "
@@ -257,8 +266,7 @@ def render_table(bench: Bench, results: dict[str, dict[str, list[dict[str, Any]]
     for op in OPERATIONS:
         for s in servers:
             samples = results[op][s.key]
-            count = "events" if op == "watch" else "n"
-            cpu = statistics.median(1e6 * x["cpu_s"] / max(x[count], 1) for x in samples)
+            cpu = cpu_per(samples, op)
             use = statistics.median(x["cpu_s"] / x["wall_s"] for x in samples)
             errors = sum(x["errors"] for x in samples)
             extra = ""
@@ -270,6 +278,12 @@ def render_table(bench: Bench, results: dict[str, dict[str, list[dict[str, Any]]
                          f"{cpu:,.0f} | {100 * use:.0f} % | "
                          f"{100 * spread(samples):.0f} % | {errors} |")
     return "\n".join(lines)
+
+
+def cpu_per(samples: list[dict[str, Any]], op: str) -> float:
+    """The server's CPU microseconds per request (per delivered event for watches)."""
+    count = "events" if op == "watch" else "n"
+    return statistics.median(1e6 * x["cpu_s"] / max(x[count], 1) for x in samples)
 
 
 def label_of(op: str, args: argparse.Namespace) -> str:
