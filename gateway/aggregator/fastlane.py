@@ -46,10 +46,10 @@ from multidict import CIMultiDict, MultiDict, MultiDictProxy
 from yarl import URL
 
 from gateway.aggregator.server import ROUTE, AggregatorServer
-from gateway.apimachinery.context import REQUEST_INFO, RESPONSE_HEADERS, merge_streamed_headers
+from gateway.apimachinery.context import REQUEST_INFO, RESPONSE_HEADERS
 from gateway.apimachinery.requestinfo import parse_request_info
 from gateway.auth.authn.requestheader import RequestHeaderConfig
-from gateway.server.filters.authentication import credential_header_test
+from gateway.server.filters.authentication import CredentialHeaders
 from gateway.server.genericapiserver import Handler
 from gateway.server.request import RESPONSE_STREAM
 
@@ -62,27 +62,30 @@ KEEPALIVE_TIMEOUT = 75.0
 #: How often idle connections are looked at.
 _TICK = 1.0
 _METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
-_REQUEST_LINE = re.compile(rb"([A-Z]+) (/[!-~]*) HTTP/1\.1")
-_HEADER = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*")
+#: A strictly well-formed HTTP/1.1 request head, without its final blank line: the request
+#: line (origin-form target of visible ASCII), then header fields with token names and
+#: values without control characters.
+_HEAD = re.compile(rb"[A-Z]+ /[!-~]* HTTP/1\.1"
+                   rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*)*")
 #: Request headers that send a request to aiohttp whatever their value.
 _DECLINED = frozenset({"transfer-encoding", "upgrade", "expect"})
 _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 
 
+#: One header field of a head that _HEAD accepted (decoded): name, value without the
+#: whitespace around it.
+_FIELD = re.compile(r"\r\n([^:]+):[ \t]*([^\r\n]*?)[ \t]*(?=\r\n|\Z)")
+
+
 def parse_head(raw: bytes) -> tuple[str, str, CIMultiDict[str]] | None:
     """(method, target, headers) of a request head without its final blank line, or None
     when it is not strictly well-formed HTTP/1.1."""
-    lines = raw.split(b"\r\n")
-    line = _REQUEST_LINE.fullmatch(lines[0])
-    if line is None:
+    if _HEAD.fullmatch(raw) is None:
         return None
-    headers: CIMultiDict[str] = CIMultiDict()
-    for field in lines[1:]:
-        match = _HEADER.fullmatch(field)
-        if match is None:
-            return None
-        headers.add(match[1].decode("ascii"), match[2].decode("utf-8", "surrogateescape"))
-    return line[1].decode("ascii"), line[2].decode("ascii"), headers
+    text = raw.decode("utf-8", "surrogateescape")
+    end = text.find("\r\n")
+    method, target, _ = (text if end < 0 else text[:end]).split(" ")
+    return method, target, CIMultiDict(_FIELD.findall(text, end) if end >= 0 else ())
 
 
 class LaneRequest(dict):  # type: ignore[type-arg]
@@ -134,7 +137,14 @@ class FastLane:
         self.handler = handler
         self._served = served  # aggregator_proxy_fast_lane_requests_total
         self.cors = cors
-        self._is_credential = credential_header_test(front_proxy)
+        # what sends a request to aiohttp, as it appears in a lowered head: a header line
+        # starting with one of these
+        credentials = CredentialHeaders(front_proxy)
+        names = {*_DECLINED, *(credentials.exact - {"authorization"}),
+                 *(("origin",) if cors else ())}
+        self._markers = tuple(
+            [b"\r\n" + name.encode() + b":" for name in sorted(names)] +
+            [b"\r\n" + prefix.encode() for prefix in ("impersonate-", *credentials.prefixes)])
         self.connections: set[LaneProtocol] = set()
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -145,16 +155,30 @@ class FastLane:
 
     # -- which requests ---------------------------------------------------------------------
 
-    def admit(self, method: str, target: str, headers: CIMultiDict[str],
-              transport: asyncio.Transport, remote: str | None) -> LaneRequest | None:
-        """The request, when the lane can carry it."""
+    def admit(self, raw: bytes, transport: asyncio.Transport,
+              remote: str | None) -> LaneRequest | None:
+        """The request whose head (without its final blank line) is ``raw``, when the lane
+        can carry it. Headers that send a request to aiohttp are looked for in the head's
+        bytes (each header line follows a CRLF) before it is parsed."""
+        lowered = raw.lower()
+        for marker in self._markers:
+            if marker in lowered:
+                return None
+        if lowered.count(b"\r\nauthorization:") > 1:
+            return None
+        parsed = parse_head(raw)
+        if parsed is None:
+            return None
+        method, target, headers = parsed
         if method not in _METHODS or "%" in target or "#" in target:
             return None
         path, _, raw_query = target.partition("?")
         if "//" in path or "/." in path:
             return None
+        if headers.get("Content-Length", "0") != "0" or len(headers.getall("Host", ())) > 1:
+            return None
         route = self.server.remote_route(path)
-        if route is None or not route.available or not self._plain(headers):
+        if route is None or not route.available:
             return None
         request = LaneRequest(method, target, path, raw_query, headers, transport, remote)
         if raw_query and "watch" in request.query:
@@ -166,21 +190,6 @@ class FastLane:
         request[REQUEST_INFO] = info
         request[ROUTE] = route
         return request
-
-    def _plain(self, headers: CIMultiDict[str]) -> bool:
-        """No header that asks for something only aiohttp's side does."""
-        authorizations = 0
-        for name in headers:
-            lower = name.lower()
-            if lower in _DECLINED or lower.startswith("impersonate-") or \
-                    (lower == "origin" and self.cors):
-                return False
-            if lower == "authorization":
-                authorizations += 1
-            elif self._is_credential(name):
-                return False
-        return authorizations <= 1 and headers.get("Content-Length", "0") == "0" and \
-            len(headers.getall("Host", ())) <= 1
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -250,13 +259,11 @@ class LaneStream:
     def force_close(self) -> None:
         self.keep_alive = False
 
-    async def start(self, code: int, reason: str, headers: CIMultiDict[str],
+    async def start(self, code: int, reason: str, headers: list[tuple[str, str]],
                     body: bytes | None = None) -> None:
-        wanted = self.request.get(RESPONSE_HEADERS)
-        if wanted:
-            merge_streamed_headers(headers, wanted)
         self.status = code
-        head = self._head(code, reason, headers, len(body) if body else None)
+        head = self._head(code, reason, headers, len(body) if body else None,
+                          self.request.get(RESPONSE_HEADERS))
         await self.conn.write(head + body if body else head)
 
     async def write(self, data: bytes) -> None:
@@ -273,47 +280,85 @@ class LaneStream:
         return self
 
     async def answer(self, response: web.Response) -> None:
-        """A response the chain returned whole (an error, a Status)."""
+        """A response the chain returned whole (an error, a Status): it has the filters'
+        headers already (the request id filter gave them)."""
         if response.keep_alive is False:  # force_close()d (the drain tracking filter)
             self.keep_alive = False
         body = response.body
         assert isinstance(body, bytes | bytearray)
         self.status = response.status
-        head = self._head(response.status, response.reason, CIMultiDict(response.headers),
-                          len(body))
+        head = self._head(response.status, response.reason, response.headers.items(),
+                          len(body), None)
         empty = self.method == "HEAD" or response.status in (204, 304)
         await self.conn.write(head if empty else head + body)
 
-    def _head(self, code: int, reason: str, headers: CIMultiDict[str],
-              length: int | None) -> bytes:
-        """The response head as aiohttp prepares one; notes whether the body is chunked."""
+    def _head(self, code: int, reason: str, headers: Any, length: int | None,
+              wanted: CIMultiDict[str] | None) -> bytes:
+        """The response head as aiohttp prepares one: the filters' headers (``wanted``) first
+        as aiohttp's side merges them (gateway.apimachinery.context.merge_streamed_headers),
+        then Content-Length or chunked framing, Content-Type, Date, Server and Connection
+        as aiohttp adds them. Notes whether the body is chunked."""
+        if wanted:
+            own, held = [], []
+            for pair in headers:
+                (held if pair[0] in wanted else own).append(pair)
+            names: dict[str, str] = {}
+            for key in wanted:  # each name once, as it was first set
+                names.setdefault(key.lower(), key)
+            for lower, name in names.items():
+                ours = wanted.getall(name)
+                own += [(name, value) for value in ours]
+                own += [(k, v) for k, v in held if k.lower() == lower and v not in ours]
+            headers = own
         empty = self.method == "HEAD" or code in (204, 304) or 100 <= code < 200
-        if length is None and "Content-Length" in headers:
-            length = int(headers["Content-Length"])
+        lines = [f"HTTP/1.1 {code} {reason}\r\n"]
+        declared: str | None = None
+        has_type = has_date = has_server = has_connection = False
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "content-length":
+                if declared is None:
+                    declared = value
+                continue
+            if lower == "transfer-encoding":
+                continue
+            if lower == "content-type":
+                has_type = True
+            elif lower == "date":
+                has_date = True
+            elif lower == "server":
+                has_server = True
+            elif lower == "connection":
+                has_connection = True
+            lines.append(f"{name}: {value}\r\n")
+        if declared is not None and (length is None or empty):
+            length = int(declared)
         if empty:
-            if code in (204, 304) or 100 <= code < 200:
-                headers.popall("Content-Length", None)
-            headers.popall("Transfer-Encoding", None)
+            # none for these codes (aiohttp drops it); a HEAD keeps the length declared, or
+            # gives a whole body's
+            if not (code in (204, 304) or 100 <= code < 200) and \
+                    (declared is not None or length):
+                lines.append(f"Content-Length: {length}\r\n")
         else:
             if length is None:
                 self.chunked = True
-                headers["Transfer-Encoding"] = "chunked"
+                lines.append("Transfer-Encoding: chunked\r\n")
             else:
-                headers["Content-Length"] = str(length)
-            if length != 0:
-                headers.setdefault("Content-Type", "application/octet-stream")
-        if "Date" not in headers:
-            headers["Date"] = _http_date()
-        headers.setdefault("Server", SERVER_SOFTWARE)
-        if "Connection" not in headers and not self.keep_alive:
-            headers["Connection"] = "close"
-        lines = [f"HTTP/1.1 {code} {reason}\r\n"]
-        lines += [f"{k}: {v}\r\n" for k, v in headers.items()]
+                lines.append(f"Content-Length: {length}\r\n")
+            if length != 0 and not has_type:
+                lines.append("Content-Type: application/octet-stream\r\n")
+        if not has_date:
+            lines.append(f"Date: {_http_date()}\r\n")
+        if not has_server:
+            lines.append(_SERVER)
+        if not has_connection and not self.keep_alive:
+            lines.append("Connection: close\r\n")
         lines.append("\r\n")
         self.started = True
         return "".join(lines).encode("utf-8", "surrogateescape")
 
 
+_SERVER = f"Server: {SERVER_SOFTWARE}\r\n"
 _date: tuple[int, str] = (0, "")
 
 
@@ -391,10 +436,9 @@ class LaneProtocol(asyncio.Protocol):
         if end > MAX_HEAD or self._closed:
             self._hand_over()
             return None
-        parsed = parse_head(bytes(self.buffer[:end]))
         assert self.transport is not None
-        request = parsed and self.lane.admit(*parsed, self.transport, self.remote)
-        if not request:
+        request = self.lane.admit(bytes(self.buffer[:end]), self.transport, self.remote)
+        if request is None:
             self._hand_over()
             return None
         del self.buffer[:end + 4]

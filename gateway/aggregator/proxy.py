@@ -120,7 +120,12 @@ _EXTRA_NAMES: dict[str, str] = {}
 
 
 def identity_headers(user: UserInfo) -> list[tuple[str, str]]:
-    """The headers that tell a backend who is asking (kube's auth-proxy headers)."""
+    """The headers that tell a backend who is asking (kube's auth-proxy headers); made once
+    per user object (users are immutable, and an authenticator hands out the same one for
+    the same credentials)."""
+    known = _IDENTITIES.get(id(user))
+    if known is not None and known[0] is user:
+        return known[1]
     headers = [("X-Remote-User", user.name)]
     headers += [("X-Remote-Group", group) for group in user.groups]
     for key, values in user.extra.items():
@@ -130,7 +135,14 @@ def identity_headers(user: UserInfo) -> list[tuple[str, str]]:
             if len(_EXTRA_NAMES) < 4096:
                 _EXTRA_NAMES[key] = name
         headers += [(name, value) for value in values]
+    if len(_IDENTITIES) >= 4096:
+        _IDENTITIES.clear()
+    _IDENTITIES[id(user)] = (user, headers)
     return headers
+
+
+#: identity_headers per user object: (the user, its headers).
+_IDENTITIES: dict[int, tuple[UserInfo, list[tuple[str, str]]]] = {}
 
 
 def plain_error(code: int, message: str) -> web.Response:
@@ -196,7 +208,7 @@ class Proxy:
         if user is None:
             return plain_error(500, "missing user")
         address = await self.resolve(route)
-        if isinstance(address, web.Response):
+        if not isinstance(address, ServiceAddress):
             return address
         gauge = self.metrics.opened(route.name)
         gauge.inc()
@@ -223,15 +235,15 @@ class Proxy:
                        address: ServiceAddress, user: UserInfo) -> Response:
         name = route.name
         raw_path = _raw_path(request)
-        headers = forwarded_headers(request.headers, user, address, raw_path=raw_path,
-                                    remote=request.remote, request_id=request.get(REQUEST_ID))
+        pairs = forwarded_pairs(request.headers, user, address, raw_path=raw_path,
+                                remote=request.remote, request_id=request.get(REQUEST_ID))
         info = request.get(REQUEST_INFO)
         discovery = info is not None and is_discovery(info, request.path)
         target = go_target(raw_path, request.query)
         if self.use_relay and _relayable(request, info):
             exchanged = await self.exchange(route, context, address, request.method, target,
-                                            headers, discovery)
-            if isinstance(exchanged, web.Response):
+                                            pairs, discovery)
+            if not isinstance(exchanged, tuple):
                 return exchanged
             conn, relayed = exchanged
             try:
@@ -240,6 +252,8 @@ class Proxy:
             finally:
                 self.finished(conn, relayed)
         url = URL(f"https://{_hostport(address)}{target}", encoded=True)
+        headers = CIMultiDict(pairs)
+        headers["Host"] = _hostport(address)
         started = time.monotonic()
         try:
             response = await self.clients.session().request(
@@ -273,7 +287,7 @@ class Proxy:
         it arrives. A failure on either side after the head went out cuts the client's
         connection: a truncated body must not look complete (as Go's proxy panics with
         ErrAbortHandler)."""
-        out = backend_response_headers(CIMultiDict(), headers, request.get(REQUEST_ID))
+        out = backend_response_headers(headers, request.get(REQUEST_ID))
         stream = stream_for(request)
         request[RESPONSE_STARTED] = True
         length = body.length
@@ -305,17 +319,17 @@ class Proxy:
     # -- the lean path ------------------------------------------------------------------------
 
     async def exchange(self, route: Route, context: ssl.SSLContext, address: ServiceAddress,
-                       method: str, target: str, headers: CIMultiDict[str], discovery: bool
+                       method: str, target: str, headers: list[tuple[str, str]],
+                       discovery: bool
                        ) -> tuple[relay.Connection, relay.Response] | web.Response:
         """A bodiless request sent by the lean relay: the connection and the backend's response
         head (its body still to read), or the answer to give instead (503 when the backend
-        cannot be reached, 502 for a redirect). The request head is the one aiohttp would
-        write (Host first)."""
+        cannot be reached, 502 for a redirect). ``headers`` are ``forwarded_pairs``; the
+        request head is the one aiohttp would write (Host first)."""
         name = route.name
-        host = headers.get("Host") or _hostport(address)
-        lines = [f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n"]
-        lines += [f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() != "host"]
-        if method == "DELETE" and "Content-Length" not in headers:
+        lines = [f"{method} {target} HTTP/1.1\r\nHost: {_hostport(address)}\r\n"]
+        lines += [f"{k}: {v}\r\n" for k, v in headers]
+        if method == "DELETE" and not any(k.lower() == "content-length" for k, _ in headers):
             lines.append("Content-Length: 0\r\n")  # as aiohttp adds for a bodiless DELETE
         lines.append("\r\n")
         head = "".join(lines).encode("utf-8", "surrogateescape")
@@ -461,15 +475,18 @@ class _ClientBody:
         return self.response.content.iter_any()
 
 
-def backend_response_headers(out: CIMultiDict[str], headers: Any, request_id: str | None
-                             ) -> CIMultiDict[str]:
-    """Into ``out``, the backend's headers the client gets: less hop-by-hop and CORS ones,
-    with the request's Audit-ID unless the backend set one."""
+def backend_response_headers(headers: Any, request_id: str | None) -> list[tuple[str, str]]:
+    """The backend's headers the client gets: less hop-by-hop and CORS ones, with the
+    request's Audit-ID unless the backend set one."""
+    out = []
+    has_id = False
     for key, value in headers:
-        if key.lower() not in _DROPPED_RESPONSE:
-            out.add(key, value)
-    if request_id and "Audit-ID" not in out:
-        out["Audit-ID"] = request_id
+        lower = key.lower()
+        if lower not in _DROPPED_RESPONSE:
+            out.append((key, value))
+            has_id = has_id or lower == "audit-id"
+    if request_id and not has_id:
+        out.append(("Audit-ID", request_id))
     return out
 
 
@@ -517,13 +534,24 @@ def _forwarded_uri(raw_path: str) -> str:
 def forwarded_headers(headers: Any, user: UserInfo, address: ServiceAddress,
                       dropped: frozenset[str] = _DROPPED_REQUEST, *, raw_path: str,
                       remote: str | None, request_id: str | None) -> CIMultiDict[str]:
-    """The headers a request goes to the backend with: the client's, less credentials,
-    claimed identity and hop-by-hop ones; the user's identity; X-Forwarded-*; Audit-ID."""
-    connection_tokens: set[str] = set()
-    if "Connection" in headers and dropped is _DROPPED_REQUEST:
+    """``forwarded_pairs`` as aiohttp's client takes them, with Host."""
+    out = CIMultiDict(forwarded_pairs(headers, user, address, dropped, raw_path=raw_path,
+                                      remote=remote, request_id=request_id))
+    out["Host"] = _hostport(address)
+    return out
+
+
+def forwarded_pairs(headers: Any, user: UserInfo, address: ServiceAddress,
+                    dropped: frozenset[str] = _DROPPED_REQUEST, *, raw_path: str,
+                    remote: str | None, request_id: str | None) -> list[tuple[str, str]]:
+    """The headers a request goes to the backend with, Host aside: the client's, less
+    credentials, claimed identity and hop-by-hop ones; the user's identity; X-Forwarded-*;
+    Audit-ID."""
+    connection_tokens: set[str] | frozenset[str] = frozenset()
+    if dropped is _DROPPED_REQUEST and "Connection" in headers:
         connection_tokens = {t.strip().lower() for v in headers.getall("Connection")
                              for t in v.split(",")}
-    out: CIMultiDict[str] = CIMultiDict()
+    out = []
     forwarded_for = []
     for key, value in headers.items():
         lower = key.lower()
@@ -533,19 +561,17 @@ def forwarded_headers(headers: Any, user: UserInfo, address: ServiceAddress,
         if lower == "x-forwarded-for":
             forwarded_for.append(value)
             continue
-        out.add(key, value)
-    for key, value in identity_headers(user):
-        out.add(key, value)
+        out.append((key, value))
+    out += identity_headers(user)
     if remote:
         forwarded_for.append(remote)
     if forwarded_for:
-        out["X-Forwarded-For"] = ", ".join(forwarded_for)
-    out["X-Forwarded-Uri"] = _forwarded_uri(raw_path)
-    out["X-Forwarded-Host"] = _hostport(address)
-    out["X-Forwarded-Proto"] = "https"
+        out.append(("X-Forwarded-For", ", ".join(forwarded_for)))
+    out.append(("X-Forwarded-Uri", _forwarded_uri(raw_path)))
+    out.append(("X-Forwarded-Host", _hostport(address)))
+    out.append(("X-Forwarded-Proto", "https"))
     if request_id:
-        out["Audit-ID"] = request_id
-    out["Host"] = _hostport(address)
+        out.append(("Audit-ID", request_id))
     return out
 
 

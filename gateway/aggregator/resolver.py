@@ -26,34 +26,42 @@ class StoreServiceResolver:
     What a Service and its Endpoints resolve to is remembered together with the two objects it
     was computed from: the watch cache replaces an object on every change (never edits one in
     place), so the same objects read again mean the same answer, and a changed Service or
-    Endpoints is resolved afresh. With routing, an address is still picked among the ready
-    ones on every request.
+    Endpoints is resolved afresh. While neither watch cache has changed at all since (their
+    revisions), the answer is given without reading them again (the proxy asks on every
+    request). With routing, an address is still picked among the ready ones on every request.
     """
 
     def __init__(self, services: Lister, endpoints: Lister, *, routing: bool) -> None:
         self.services = services
         self.endpoints = endpoints
         self.routing = routing
-        # (namespace, name, port) -> (service, endpoints or None, answer)
-        self._cache: dict[tuple[str, str, int], tuple[dict, dict | None, Any]] = {}
+        # (namespace, name, port) -> (service, endpoints or None, answer, the caches'
+        # revisions when it was last found current)
+        self._cache: dict[tuple[str, str, int], tuple[dict, dict | None, Any, tuple]] = {}
 
     async def resolve(self, namespace: str, name: str, port: int) -> ServiceAddress:
         if not self.routing:
             server_name = f"{name}.{namespace}.svc"
             return ServiceAddress(server_name, port, server_name)
         key = (namespace, name, port)
+        stamp = (self.services.cacher.revision, self.endpoints.cacher.revision)
+        cached = self._cache.get(key)
+        if cached is not None and cached[3] == stamp:
+            return cached[2] if cached[1] is None else self._pick(cached[2], name)
         service = await self._get(self.services, namespace, name, "service")
         cached = self._cache.get(key)
         if cached is not None and cached[0] is service:
             if cached[1] is None:  # an ExternalName Service
+                self._cache[key] = (*cached[:3], stamp)
                 return cached[2]
             endpoints = await self._get(self.endpoints, namespace, name, "endpoints")
             if cached[1] is endpoints:
+                self._cache[key] = (*cached[:3], stamp)
                 return self._pick(cached[2], name)
         answer, endpoints = await self._compute(service, namespace, name, port)
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-        self._cache[key] = (service, endpoints, answer)
+        self._cache[key] = (service, endpoints, answer, stamp)
         return answer if endpoints is None else self._pick(answer, name)
 
     @staticmethod

@@ -2,11 +2,17 @@
 
 Each gateway process has its own registry, so tests that start several gateways in one process
 keep their numbers apart.
+
+Counters and gauges counted on every request are counted in a ``Tally`` (a plain attribute,
+no lock, no call chain), folded into its Prometheus child when /metrics is read: what a
+scrape reads is exact, and a request pays a few nanoseconds per count instead of a
+microsecond.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from aiohttp import web
@@ -26,9 +32,70 @@ _VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "upd
           "proxy": "CONNECT"}
 
 
+class Tally:
+    """Counts of one counter or gauge child, kept here until ``fold`` adds them to it."""
+
+    __slots__ = ("child", "pending")
+
+    def __init__(self, child: Any) -> None:
+        self.child = child
+        self.pending = 0
+
+    def inc(self, amount: int = 1) -> None:
+        self.pending += amount
+
+    def dec(self, amount: int = 1) -> None:
+        self.pending -= amount
+
+    def fold(self) -> None:
+        pending, self.pending = self.pending, 0
+        if pending:
+            self.child.inc(pending)
+
+
+class _Folding:
+    """Registered first in a registry, so that every read of it (the exposition, a test's
+    get_sample_value) folds its tallies in before any metric is collected."""
+
+    def __init__(self) -> None:
+        self.tallies: list[Tally] = []
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self) -> list:
+        for made in self.tallies:
+            made.fold()
+        return []
+
+
+#: Each registry's folding collector.
+_FOLDING: weakref.WeakKeyDictionary[CollectorRegistry, _Folding] = weakref.WeakKeyDictionary()
+
+
+def new_registry() -> CollectorRegistry:
+    """A registry whose tallies are folded in whenever it is read."""
+    registry = CollectorRegistry()
+    registry.register(_FOLDING.setdefault(registry, _Folding()))
+    return registry
+
+
+def tally(registry: CollectorRegistry, child: Any) -> Tally:
+    """A Tally of ``child`` (a label child of a counter or gauge of ``registry``). In a
+    registry ``new_registry`` did not make, the folding comes after the metrics already there
+    (a read then shows the counts up to the read before it)."""
+    folding = _FOLDING.get(registry)
+    if folding is None:
+        folding = _FOLDING.setdefault(registry, _Folding())
+        registry.register(folding)
+    made = Tally(child)
+    folding.tallies.append(made)
+    return made
+
+
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = new_registry()
         r = self.registry
         self.requests = Counter("apiserver_request", "Requests by verb, resource and code.",
                                 [*REQUEST_LABELS, "code"], registry=r)
@@ -77,20 +144,23 @@ class Metrics:
         key = (*labels, code)
         counter = self._counters.get(key)
         if counter is None:
-            counter = self._counters[key] = self.requests.labels(*labels, str(code))
+            counter = self._counters[key] = tally(self.registry,
+                                                  self.requests.labels(*labels, str(code)))
         histogram = self._histograms.get(labels)
         if histogram is None:
             histogram = self._histograms[labels] = self.latency.labels(*labels)
-        counter.inc()
+        counter.pending += 1
         histogram.observe(time.monotonic() - started)
 
-    def inflight_gauge(self, labels: tuple[str, ...], long_running: bool, mutating: bool) -> Any:
+    def inflight_gauge(self, labels: tuple[str, ...], long_running: bool,
+                       mutating: bool) -> Tally:
+        """The gauge of requests in flight a request counts in (inc, then dec)."""
         key = (labels, long_running, mutating)
         gauge = self._gauges.get(key)
         if gauge is None:
             gauge = self.longrunning.labels(*labels) if long_running else \
                 self.inflight.labels("mutating" if mutating else "readOnly")
-            self._gauges[key] = gauge
+            gauge = self._gauges[key] = tally(self.registry, gauge)
         return gauge
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
-from multidict import CIMultiDict
 
 from gateway.apimachinery.context import prepare_response
 
@@ -80,7 +79,7 @@ class Response(Protocol):
 class ResponseStream(Protocol):
     """A response written as it goes, on the connection the request came by."""
 
-    async def start(self, code: int, reason: str, headers: CIMultiDict[str],
+    async def start(self, code: int, reason: str, headers: list[tuple[str, str]],
                     body: bytes | None = None) -> None:
         """The head: ``headers`` are the handler's, the filters' (RESPONSE_HEADERS) go first.
         With ``body``, the whole body goes with it (one write; nothing may follow); without,
@@ -115,7 +114,7 @@ class AiohttpStream:
         self.request: web.BaseRequest = request
         self.response: web.StreamResponse | None = None
 
-    async def start(self, code: int, reason: str, headers: CIMultiDict[str],
+    async def start(self, code: int, reason: str, headers: list[tuple[str, str]],
                     body: bytes | None = None) -> None:
         out = (_HeadWithBody if body is not None else web.StreamResponse)(
             status=code, reason=reason, headers=headers)

@@ -134,9 +134,9 @@ def _normalized(answer: Answer, client_id: str | None) -> tuple:
         assert ids == [client_id]
     body = answer.body.replace(ids[0].encode(), b"<audit-id>") if client_id is None \
         else answer.body
-    headers = sorted((k.lower(), "<date>" if k.lower() == "date" else
+    headers = sorted((k, "<date>" if k.lower() == "date" else
                       ("<audit-id>" if k.lower() == "audit-id" and client_id is None else v))
-                     for k, v in answer.headers)
+                     for k, v in answer.headers)  # names as written: clients may compare them
     return answer.status, answer.reason, headers, hashlib.sha256(body).hexdigest(), len(body)
 
 

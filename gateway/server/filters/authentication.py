@@ -8,6 +8,7 @@ a front-proxy header is never trusted past this point.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -37,36 +38,52 @@ def authentication_failed(errors: list[Exception] | None,
     return status_response(headers or {}, unauthorized())
 
 
-def credential_header_test(front_proxy: RequestHeaderConfig | None) -> \
-        Callable[[str], bool]:
-    """Whether a header name is one to remove (front_proxy is frozen: its names are read once;
-    the same test as ``front_proxy.is_front_proxy_header`` plus Authorization)."""
-    exact = {"authorization"}
-    prefixes: tuple[str, ...] = ()
-    if front_proxy is not None:
-        exact |= {h.lower() for h in (*front_proxy.username_headers,
-                                      *front_proxy.group_headers, *front_proxy.uid_headers)}
-        prefixes = tuple(p.lower() for p in front_proxy.extra_prefixes)
+class CredentialHeaders:
+    """Which header names are credentials to remove: Authorization, and the front proxy's
+    user, group and uid headers and extra prefixes (front_proxy is frozen: its names are read
+    once; the same test as ``front_proxy.is_front_proxy_header`` plus Authorization)."""
 
-    def is_credential(name: str) -> bool:
+    def __init__(self, front_proxy: RequestHeaderConfig | None) -> None:
+        exact = {"authorization"}
+        prefixes: tuple[str, ...] = ()
+        if front_proxy is not None:
+            exact |= {h.lower() for h in (*front_proxy.username_headers,
+                                          *front_proxy.group_headers,
+                                          *front_proxy.uid_headers)}
+            prefixes = tuple(p.lower() for p in front_proxy.extra_prefixes)
+        self.exact = frozenset(exact)
+        self.prefixes = prefixes
+
+    def __call__(self, name: str) -> bool:
         lowered = name.lower()
-        return lowered in exact or (bool(prefixes) and lowered.startswith(prefixes))
+        return lowered in self.exact or (bool(self.prefixes) and lowered.startswith(self.prefixes))
 
-    return is_credential
+    def found(self, headers: Any) -> list[str]:
+        """The credential header names ``headers`` has: the exact names looked up (a
+        CIMultiDict's membership ignores case), the prefixes by a pass over the names only
+        when there are any."""
+        names = [name for name in self.exact if name in headers]
+        if self.prefixes:
+            names += [name for name in headers if name.lower().startswith(self.prefixes)]
+        return names
+
+
+def credential_header_test(front_proxy: RequestHeaderConfig | None) -> CredentialHeaders:
+    return CredentialHeaders(front_proxy)
 
 
 def _cleaned(request: Request, front_proxy: RequestHeaderConfig | None,
-             is_credential: Callable[[str], bool] | None = None) -> Request:
-    """The request without credential headers, found in one pass.
+             is_credential: CredentialHeaders | None = None) -> Request:
+    """The request without credential headers.
 
     kube deletes them in place: headers that can be changed (the fast lane's request owns its
     CIMultiDict) are changed in place; aiohttp's request headers cannot be, so such a request
     is cloned with the others (the original is left alone). A request that carries none is
     passed on as it is."""
     if is_credential is None:
-        is_credential = credential_header_test(front_proxy)
+        is_credential = CredentialHeaders(front_proxy)
     headers = request.headers
-    found = [name for name in headers if is_credential(name)]
+    found = is_credential.found(headers)
     if not found:
         return request
     if isinstance(headers, CIMultiDict):
@@ -81,7 +98,7 @@ def _cleaned(request: Request, front_proxy: RequestHeaderConfig | None,
 def with_authentication(handler: Handler, authenticators: list[Authenticator], *,
                         anonymous: bool, front_proxy: RequestHeaderConfig | None,
                         on_failure: Callable[[web.BaseRequest], None] | None = None) -> Handler:
-    is_credential = credential_header_test(front_proxy)
+    is_credential = CredentialHeaders(front_proxy)
 
     async def authentication_filter(request: Request) -> Response:
         result = await authenticate(request, authenticators, anonymous)

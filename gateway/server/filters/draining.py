@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from aiohttp import web
-
 from gateway.apimachinery.context import REQUEST_INFO
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import Request, Response
 
 
 class InFlightRequests:
@@ -25,7 +24,8 @@ class InFlightRequests:
 
     def enter(self) -> None:
         self.count += 1
-        self._idle.clear()
+        if self.count == 1:
+            self._idle.clear()
 
     def leave(self) -> None:
         self.count -= 1
@@ -43,7 +43,7 @@ class InFlightRequests:
 
 
 def with_drain_tracking(handler: Handler, in_flight: InFlightRequests) -> Handler:
-    async def draining_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def draining_filter(request: Request) -> Response:
         if request[REQUEST_INFO].is_long_running:
             return await handler(request)
         in_flight.enter()
