@@ -11,8 +11,11 @@ always match); the object selector against the old or the new object's labels.
 
 from __future__ import annotations
 
+from gateway.apimachinery import status
 from gateway.apimachinery.labels import LabelSelector, from_label_selector
 from gateway.registry.admission import Attributes, Object
+from gateway.registry.lister import Lister
+from gateway.storage.errors import KeyNotFoundError, StorageError
 
 
 def matched_version(webhook: Object, attrs: Attributes) -> str | None:
@@ -21,15 +24,17 @@ def matched_version(webhook: Object, attrs: Attributes) -> str | None:
     (the same objects served at another version of the group); None when it is not called."""
     rules = webhook.get("rules") or []
     version = attrs.resource.version
-    if any(_rule_matches(rule, attrs, version) for rule in rules):
+    if any(rule_matches(rule, attrs, version) for rule in rules):
         return version
     if webhook.get("matchPolicy") == "Exact":
         return None
     return next((other for other in attrs.equivalent_versions
-                 if any(_rule_matches(rule, attrs, other) for rule in rules)), None)
+                 if any(rule_matches(rule, attrs, other) for rule in rules)), None)
 
 
-def _rule_matches(rule: Object, attrs: Attributes, version: str) -> bool:
+def rule_matches(rule: Object, attrs: Attributes, version: str) -> bool:
+    """A rule (operations, groups, versions, resources, scope) names the write at
+    ``version``."""
     res = attrs.resource
     return (_listed(rule.get("operations"), attrs.operation)
             and _listed(rule.get("apiGroups"), res.group)
@@ -86,3 +91,22 @@ def _old_or_new_matches(selector: LabelSelector, attrs: Attributes) -> bool:
     """A selector on an object matches when either the old or the new object's labels do."""
     return any(selector.matches((obj.get("metadata") or {}).get("labels") or {})
                for obj in (attrs.obj, attrs.old) if obj is not None)
+
+
+async def request_namespace(namespaces: Lister, attrs: Attributes) -> Object | None:
+    """The namespace a namespaced write is in (None for other writes, or when it is not
+    found): its labels are what namespace selectors read."""
+    if not attrs.namespace or not attrs.resource.namespaced:
+        return None
+    try:
+        return await namespaces.get("", attrs.namespace)
+    except KeyNotFoundError:
+        return None
+    except StorageError as err:
+        raise status.internal_error(f"reading namespace {attrs.namespace}: {err}") from None
+
+
+def labels_of(namespace: Object | None) -> dict[str, str] | None:
+    if namespace is None:
+        return None
+    return (namespace.get("metadata") or {}).get("labels") or {}

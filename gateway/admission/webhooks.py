@@ -31,9 +31,11 @@ from gateway.admission.attributes import admission_request, at_version, cel_data
 from gateway.admission.conditions import ConditionError, evaluate, webhook_condition
 from gateway.admission.expressions import Activation
 from gateway.admission.matching import (
+    labels_of,
     matched_version,
     namespace_selector_matches,
     object_selector_matches,
+    request_namespace,
 )
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import (
@@ -46,7 +48,6 @@ from gateway.apimachinery.gowords import (
 from gateway.cel import authz
 from gateway.registry.admission import Attributes
 from gateway.registry.lister import Lister
-from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ServiceResolver
 from gateway.transport.webhook import CallFailed, http_error, post, target
@@ -152,20 +153,9 @@ class WebhookAdmission:
                       and object_selector_matches(w, attrs)]
         if not candidates:
             return []
-        labels = await self._namespace_labels(attrs)
+        labels = labels_of(await request_namespace(self.namespaces, attrs))
         return [(w, version) for w, version in candidates
                 if namespace_selector_matches(w, attrs, labels)]
-
-    async def _namespace_labels(self, attrs: Attributes) -> dict[str, str] | None:
-        if not attrs.namespace or not attrs.resource.namespaced:
-            return None
-        try:
-            namespace = await self.namespaces.get("", attrs.namespace)
-        except KeyNotFoundError:
-            return None
-        except StorageError as err:
-            raise status.internal_error(f"reading namespace {attrs.namespace}: {err}") from None
-        return (namespace.get("metadata") or {}).get("labels") or {}
 
     # -- one call -----------------------------------------------------------------------------
 

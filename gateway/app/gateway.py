@@ -21,6 +21,10 @@ from aiohttp import web
 
 from gateway.admission.attributes import cel_authorizer
 from gateway.admission.chain import AdmissionChain
+from gateway.admission.policy.plugin import ValidatingAdmissionPolicy
+from gateway.admission.policy.served import ServedResources
+from gateway.admission.policy.status import PolicyStatusController
+from gateway.admission.policy.typechecking import TypeChecker
 from gateway.admission.webhooks import WebhookAdmission
 from gateway.aggregator.apiservices import APISERVICES
 from gateway.aggregator.apiservices import GROUP as APIREGISTRATION_GROUP
@@ -38,6 +42,10 @@ from gateway.apiextensions.controller import CRDController
 from gateway.apiextensions.conversion import converter_for
 from gateway.apiextensions.crds import CUSTOM_RESOURCE_DEFINITIONS
 from gateway.apimachinery import status
+from gateway.apis.admissionregistration.policies import (
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
+)
 from gateway.apis.admissionregistration.webhooks import MUTATING, VALIDATING
 from gateway.apis.authentication import reviews as authn_reviews
 from gateway.apis.authorization import reviews as authz_reviews
@@ -156,9 +164,12 @@ class Gateway:
         self.resolver = StoreServiceResolver(
             lister_for(self.factory, SERVICES), lister_for(self.factory, ENDPOINTS),
             routing=options.enable_aggregator_routing)
+        # CEL's authorizer asks the gateway's, which is assembled after the stores
+        self.cel_authorizer = cel_authorizer(lambda attrs: self.security.authorize(attrs))
         self.webhooks = self._webhook_admission()
+        self.policies = self._policy_admission()
         self.store_options = StoreOptions(self.factory, admission=AdmissionChain(
-            mutating=[self.webhooks], validating=[self.webhooks]))
+            mutating=[self.webhooks], validating=[self.policies, self.webhooks]))
         self.core = build_kube_core(self.store_options,
                                     min_request_timeout=options.min_request_timeout,
                                     stopping=self.stopping)
@@ -340,10 +351,18 @@ class Gateway:
         configs = (lister_for(self.factory, MUTATING), lister_for(self.factory, VALIDATING))
         for lister in configs:  # a configuration counts from the moment its write returns
             lister.cacher.read_your_writes = True
-        # CEL's authorizer asks the gateway's, which is assembled after the stores
         return WebhookAdmission(*configs, lister_for(self.factory, NAMESPACES), self.resolver,
-                                self.clients, cel_authorizer(
-                                    lambda attributes: self.security.authorize(attributes)))
+                                self.clients, self.cel_authorizer)
+
+    def _policy_admission(self) -> ValidatingAdmissionPolicy:
+        """ValidatingAdmissionPolicies, for every store's writes, read from the watch caches
+        of policies and bindings; params from the stores the servers serve."""
+        listers = (lister_for(self.factory, VALIDATING_ADMISSION_POLICIES),
+                   lister_for(self.factory, VALIDATING_ADMISSION_POLICY_BINDINGS))
+        for lister in listers:  # a policy counts from the moment its write returns
+            lister.cacher.read_your_writes = True
+        return ValidatingAdmissionPolicy(*listers, lister_for(self.factory, NAMESPACES),
+                                         ServedResources(self.servers), self.cel_authorizer)
 
     async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
         """The uid of a service account or secret (tokens are bound to them), or None."""
@@ -476,6 +495,10 @@ class Gateway:
             aggregation.run(),
             ServiceAccountsController(self.core.namespaces,
                                       self.core.store("serviceaccounts")).run(),
+            PolicyStatusController(  # kube-controller-manager's, for status.typeChecking
+                self.core.store(VALIDATING_ADMISSION_POLICIES.plural,
+                                VALIDATING_ADMISSION_POLICIES.group),
+                TypeChecker(self.policies.resources)).run(),
         ]
         if self.root_ca is not None:
             controllers.append(RootCACertPublisher(

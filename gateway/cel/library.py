@@ -193,6 +193,9 @@ def compile_error(text: str, line_shift: int = 0) -> str:
     """cel-cpp's issues as cel-go's Issues.String(): checker wording, lines of the rule."""
     text = strip_status(text)
     text = re.sub(r"(undefined field '[^']*') not found in struct '[^']*'", r"\1", text)
+    issues = re.split(r"\n(?=ERROR: )", text)
+    if len(issues) > 1:  # cel-go reports no issue about an operand that is already wrong
+        text = "\n".join(i for i in issues if "'*error*'" not in i) or text
     if line_shift:
         text = re.sub(r"<input>:(\d+):",
                       lambda m: f"<input>:{int(m[1]) - line_shift}:", text)
