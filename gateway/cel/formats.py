@@ -5,9 +5,10 @@ In kube ``validate`` answers ``optional(list(string))`` (none when the value is 
 ``format.named`` ``optional(Format)`` (none for an unknown name). cel-expr-python cannot hand
 an optional back from Python, so here they answer the list (empty when fine) and the format
 (nameless when unknown), and those two types also take the optional methods kube's callers use
-on them: ``hasValue()``, ``value()``, ``orValue(v)``. ``!format.dns1123Label().validate(x)
+on them most: ``hasValue()`` and ``value()``. ``!format.dns1123Label().validate(x)
 .hasValue()`` and ``format.named(n).value().validate(x)`` read as in kube; what only an optional
-could do (``== optional.none()``, ``.?``) does not type-check.
+can do (``orValue``, ``or``, ``== optional.none()``, ``.?``) does not type-check (cel-cpp runs
+``orValue`` and ``or`` itself, for optionals only).
 """
 
 from __future__ import annotations
@@ -117,10 +118,6 @@ def _has_value(arg: Any) -> bool:
     return bool(_format(arg)) if opaque.type_name(arg) == opaque.FORMAT else bool(arg)
 
 
-def _or_value(arg: Any, other: Any) -> Any:
-    return arg if _has_value(arg) else other
-
-
 def declarations(runtime: bool) -> list[cel.FunctionDecl]:
     impl = (lambda f: f) if runtime else (lambda f: None)
     decls = [
@@ -151,9 +148,4 @@ def merged_overloads(runtime: bool) -> dict[str, list[cel.Overload]]:
         "value": [
             cel.Overload("errors_value", _ERRORS, [_ERRORS], is_member=True, impl=impl(_value)),
             cel.Overload("format_value", FORMAT, [FORMAT], is_member=True, impl=impl(_value))],
-        "orValue": [
-            cel.Overload("errors_or_value", _ERRORS, [_ERRORS, _ERRORS], is_member=True,
-                         impl=impl(_or_value)),
-            cel.Overload("format_or_value", FORMAT, [FORMAT, FORMAT], is_member=True,
-                         impl=impl(_or_value))],
     }

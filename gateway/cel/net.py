@@ -25,38 +25,111 @@ class AddressError(ValueError):
     """netip's error for text that is no address."""
 
 
-def _ipv4_error(text: str) -> str:
-    """netip.parseIPv4's complaint about dotted text ("" when it has none)."""
-    fields = text.split(".")
-    if len(fields) < 4:
-        return "IPv4 address too short"
-    if len(fields) > 4:
-        return "IPv4 address too long"
-    for field in fields:
-        if not field:
-            return "IPv4 field must have at least one digit"
-        for char in field:
-            if not ("0" <= char <= "9"):
-                return f"unexpected character: {go_quote(char)}"
-        if len(field) > 1 and field[0] == "0":
-            return "IPv4 field has octet with leading zero"
-        if int(field) > 255:
-            return "IPv4 field has value >255"
-    return ""
+def _error(text: str, message: str, at: str = "") -> AddressError:
+    """netip's parseAddrError."""
+    where = f" (at {go_quote(at)})" if at else ""
+    return AddressError(f"ParseAddr({go_quote(text)}): {message}{where}")
+
+
+def _ipv4_fields(text: str, part: str) -> list[int]:
+    """parseIPv4Fields: four decimal octets, no leading zeros."""
+    fields, value, digits = [], 0, 0
+    for i, char in enumerate(part):
+        if "0" <= char <= "9":
+            if digits == 1 and value == 0:
+                raise _error(text, "IPv4 field has octet with leading zero")
+            value, digits = value * 10 + int(char), digits + 1
+            if value > 255:
+                raise _error(text, "IPv4 field has value >255")
+        elif char == ".":
+            if i == 0 or i == len(part) - 1 or part[i - 1] == ".":
+                raise _error(text, "IPv4 field must have at least one digit", part[i:])
+            if len(fields) == 3:
+                raise _error(text, "IPv4 address too long")
+            fields.append(value)
+            value, digits = 0, 0
+        else:
+            raise _error(text, "unexpected character", part[i:])
+    if len(fields) < 3:
+        raise _error(text, "IPv4 address too short")
+    return [*fields, value]
+
+
+def _ipv6(text: str) -> tuple[int, str]:
+    """parseIPv6: the address as an integer, and its zone."""
+    rest, zone = text, ""
+    if "%" in text:
+        rest, _, zone = text.partition("%")
+        if not zone:
+            raise _error(text, "zone must be a non-empty string")
+    groups: list[int] = []  # 16-bit groups
+    ellipsis = -1
+    if rest.startswith("::"):
+        ellipsis, rest = 0, rest[2:]
+        if not rest:
+            return 0, zone
+    while len(groups) < 8:
+        digits = 0
+        while digits < len(rest) and rest[digits] in "0123456789abcdefABCDEF":
+            if digits > 3:
+                raise _error(text, "each group must have 4 or less digits", rest)
+            digits += 1
+        if digits == 0:
+            raise _error(text, "each colon-separated field must have at least one digit", rest)
+        if digits < len(rest) and rest[digits] == ".":
+            if ellipsis < 0 and len(groups) != 6:
+                raise _error(text, "embedded IPv4 address must replace the final 2 fields of "
+                                   "the address", rest)
+            if len(groups) > 6:
+                raise _error(text, "too many hex fields to fit an embedded IPv4 at the end of "
+                                   "the address", rest)
+            a, b, c, d = _ipv4_fields(text, rest)
+            groups += [a << 8 | b, c << 8 | d]
+            rest = ""
+            break
+        groups.append(int(rest[:digits], 16))
+        rest = rest[digits:]
+        if not rest:
+            break
+        if rest[0] != ":":
+            raise _error(text, "unexpected character, want colon", rest)
+        if len(rest) == 1:
+            raise _error(text, "colon must be followed by more characters", rest)
+        rest = rest[1:]
+        if rest[0] == ":":
+            if ellipsis >= 0:
+                raise _error(text, "multiple :: in address", rest)
+            ellipsis, rest = len(groups), rest[1:]
+            if not rest:
+                break
+    if rest:
+        raise _error(text, "trailing garbage after address", rest)
+    if len(groups) < 8:
+        if ellipsis < 0:
+            raise _error(text, "address string too short")
+        groups = groups[:ellipsis] + [0] * (8 - len(groups)) + groups[ellipsis:]
+    elif ellipsis >= 0:
+        raise _error(text, "the :: must expand to at least one field of zeros")
+    value = 0
+    for group in groups:
+        value = value << 16 | group
+    return value, zone
 
 
 def parse_netip(text: str) -> Address:
-    """netip.ParseAddr (a zone is reported, not kept); AddressError in its words."""
-    if "%" in text and ":" in text:
-        raise AddressError("zone")
-    if ":" not in text and "." in text:
-        problem = _ipv4_error(text)
-        if problem:
-            raise AddressError(f"ParseAddr({go_quote(text)}): {problem}")
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        raise AddressError(f"ParseAddr({go_quote(text)}): unable to parse IP") from None
+    """netip.ParseAddr; AddressError in its words ("zone" for an address with a zone)."""
+    for char in text:
+        if char == ".":
+            a, b, c, d = _ipv4_fields(text, text)
+            return ipaddress.IPv4Address(bytes((a, b, c, d)))
+        if char == ":":
+            value, zone = _ipv6(text)
+            if zone:
+                raise AddressError("zone")
+            return ipaddress.IPv6Address(value)
+        if char == "%":
+            raise _error(text, "missing IPv6 address")
+    raise _error(text, "unable to parse IP")
 
 
 def parse_ip(text: str) -> Address:
@@ -165,9 +238,18 @@ def _contains_ip(cidr: Any, other: Any) -> bool:
     return ip.version == address.version and ip in _network(address, bits)
 
 
+def _string_to_cidr(text: str) -> Any:
+    """stringToCIDR: kube words its errors once more around parseCIDR's."""
+    try:
+        return make_cidr(*parse_cidr(text))
+    except ValueError as err:
+        raise ValueError(f"network address parse error during conversion from string: {err}") \
+            from None
+
+
 def _contains_cidr(cidr: Any, other: Any) -> bool:
     address, bits = _cidr(cidr)
-    inner, inner_bits = parse_cidr(other) if isinstance(other, str) else _cidr(other)
+    inner, inner_bits = _cidr(_string_to_cidr(other) if isinstance(other, str) else other)
     if inner.version != address.version:
         return False
     return _network(address, bits).overlaps(_network(inner, inner_bits)) and bits <= inner_bits
@@ -216,7 +298,7 @@ def declarations(runtime: bool) -> list[cel.FunctionDecl]:
         ip_member("isLinkLocalUnicast", T.BOOL, is_link_local_unicast),
         ip_member("isGlobalUnicast", T.BOOL, is_global_unicast),
         cel.FunctionDecl("cidr", [cel.Overload(
-            "string_to_cidr", CIDR, [T.STRING], impl=impl(lambda s: make_cidr(*parse_cidr(s))))]),
+            "string_to_cidr", CIDR, [T.STRING], impl=impl(_string_to_cidr))]),
         cel.FunctionDecl("isCIDR", [cel.Overload("is_cidr", T.BOOL, [T.STRING],
                                                  impl=impl(_is(parse_cidr)))]),
         cel.FunctionDecl("containsIP", [

@@ -456,3 +456,27 @@ def test_fast_timestamps_are_the_slow_ones(text, fast):
     assert (stamp is not None) is fast
     if fast:
         assert stamp == _parse_timestamp(text)
+
+
+# -- kube's libraries in CRD rules ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rule", "spec", "failing"), [
+    ("quantity(self.memory).isLessThan(quantity('1Gi'))", {"memory": "512Mi"}, False),
+    ("quantity(self.memory).isLessThan(quantity('1Gi'))", {"memory": "2G"}, True),
+    ("isCIDR(self.cidr) && cidr(self.cidr).containsIP(self.ip)",
+     {"cidr": "10.0.0.0/8", "ip": "10.1.2.3"}, False),
+    ("ip(self.ip).family() == 6", {"ip": "10.1.2.3"}, True),
+    ("url(self.endpoint).getScheme() == 'https'", {"endpoint": "https://example.com/"}, False),
+    ("!format.dns1123Label().validate(self.name).hasValue()", {"name": "Bad_Name"}, True),
+])
+def test_kube_libraries_in_rules(rule: str, spec: dict, failing: bool):
+    props = {name: STR for name in spec}
+    assert bool(fails(rule, spec, **props)) is failing
+
+
+def test_a_library_error_is_a_rule_error():
+    assert fails("ip(self.ip).isLoopback()", {"ip": "01.2.3.4"}, ip=STR) == [
+        'Invalid value: "object": IP Address "01.2.3.4" parse error during conversion from '
+        'string: ParseAddr("01.2.3.4"): IPv4 field has octet with leading zero evaluating '
+        "rule: ip(self.ip).isLoopback()"]
