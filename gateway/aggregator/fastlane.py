@@ -72,20 +72,19 @@ _DECLINED = frozenset({"transfer-encoding", "upgrade", "expect"})
 _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 
 
-#: One header field of a head that _HEAD accepted (decoded): name, value without the
-#: whitespace around it.
-_FIELD = re.compile(r"\r\n([^:]+):[ \t]*([^\r\n]*?)[ \t]*(?=\r\n|\Z)")
-
-
 def parse_head(raw: bytes) -> tuple[str, str, CIMultiDict[str]] | None:
     """(method, target, headers) of a request head without its final blank line, or None
     when it is not strictly well-formed HTTP/1.1."""
     if _HEAD.fullmatch(raw) is None:
         return None
-    text = raw.decode("utf-8", "surrogateescape")
-    end = text.find("\r\n")
-    method, target, _ = (text if end < 0 else text[:end]).split(" ")
-    return method, target, CIMultiDict(_FIELD.findall(text, end) if end >= 0 else ())
+    lines = raw.decode("utf-8", "surrogateescape").split("\r\n")
+    method, target, _ = lines[0].split(" ")
+    headers: CIMultiDict[str] = CIMultiDict()
+    add = headers.add
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        add(name, value.strip(" \t"))
+    return method, target, headers
 
 
 class LaneRequest(dict):  # type: ignore[type-arg]

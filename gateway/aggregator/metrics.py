@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from gateway.server.metrics import Tally, new_registry, tally
+from gateway.server.metrics import Tally, histogram_tally, new_registry, tally
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2, 3, 5, 10,
                    30, 60)
@@ -67,7 +67,12 @@ class AggregatorMetrics:
         self._tally(self.requests, name, str(code)).pending += 1
 
     def observe(self, name: str, seconds: float) -> None:
-        self._child(self.latency, name).observe(seconds)
+        key = (id(self.latency), name)
+        made = self._children.get(key)
+        if made is None:
+            made = self._children[key] = histogram_tally(self.registry,
+                                                         self.latency.labels(name))
+        made.observe(seconds)
 
     def error(self, name: str, reason: str) -> None:
         self._tally(self.errors, name, reason).pending += 1

@@ -68,7 +68,7 @@ class StoreServiceResolver:
     def _pick(candidates: Any, name: str) -> ServiceAddress:
         if not candidates:
             raise ResolveError(f'no endpoints available for service "{name}"')
-        return random.choice(candidates)
+        return candidates[0] if len(candidates) == 1 else random.choice(candidates)
 
     async def _compute(self, service: dict, namespace: str, name: str,
                        port: int) -> tuple[Any, dict | None]:

@@ -3,16 +3,17 @@
 Each gateway process has its own registry, so tests that start several gateways in one process
 keep their numbers apart.
 
-Counters and gauges counted on every request are counted in a ``Tally`` (a plain attribute,
-no lock, no call chain), folded into its Prometheus child when /metrics is read: what a
-scrape reads is exact, and a request pays a few nanoseconds per count instead of a
-microsecond.
+Counters, gauges and histograms counted on every request are counted in a ``Tally`` or
+``HistogramTally`` (plain attributes, no lock, no call chain), folded into their Prometheus
+children whenever the registry is read: what a scrape reads is exact, and a request pays a
+few nanoseconds per count instead of a microsecond.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
+from bisect import bisect_left
 from typing import Any
 
 from aiohttp import web
@@ -53,12 +54,43 @@ class Tally:
             self.child.inc(pending)
 
 
+class HistogramTally:
+    """Observations of one histogram child, counted per bucket here until ``fold`` adds them
+    to the child's buckets and sum (prometheus_client's own values, private: a child without
+    them is observed directly instead, see ``histogram_tally``)."""
+
+    __slots__ = ("bounds", "child", "counts", "total")
+
+    def __init__(self, child: Any) -> None:
+        self.child = child
+        self.bounds = child._upper_bounds
+        self.counts = [0] * len(self.bounds)
+        self.total = 0.0
+
+    def observe(self, amount: float) -> None:
+        """As the child's observe: the first bucket whose bound is at least ``amount``."""
+        self.counts[bisect_left(self.bounds, amount)] += 1
+        self.total += amount
+
+    def fold(self) -> None:
+        counts = self.counts
+        if not any(counts):
+            return
+        buckets = self.child._buckets
+        for i, count in enumerate(counts):
+            if count:
+                buckets[i].inc(count)
+                counts[i] = 0
+        total, self.total = self.total, 0.0
+        self.child._sum.inc(total)
+
+
 class _Folding:
     """Registered first in a registry, so that every read of it (the exposition, a test's
     get_sample_value) folds its tallies in before any metric is collected."""
 
     def __init__(self) -> None:
-        self.tallies: list[Tally] = []
+        self.tallies: list[Tally | HistogramTally] = []
 
     def describe(self) -> list:
         return []
@@ -89,6 +121,20 @@ def tally(registry: CollectorRegistry, child: Any) -> Tally:
         folding = _FOLDING.setdefault(registry, _Folding())
         registry.register(folding)
     made = Tally(child)
+    folding.tallies.append(made)
+    return made
+
+
+def histogram_tally(registry: CollectorRegistry, child: Any) -> Any:
+    """A HistogramTally of ``child`` (a label child of a histogram of ``registry``), or the
+    child itself when its values are not where this prometheus_client version kept them."""
+    if not all(hasattr(child, name) for name in ("_upper_bounds", "_buckets", "_sum")):
+        return child
+    folding = _FOLDING.get(registry)
+    if folding is None:
+        folding = _FOLDING.setdefault(registry, _Folding())
+        registry.register(folding)
+    made = HistogramTally(child)
     folding.tallies.append(made)
     return made
 
@@ -148,7 +194,8 @@ class Metrics:
                                                   self.requests.labels(*labels, str(code)))
         histogram = self._histograms.get(labels)
         if histogram is None:
-            histogram = self._histograms[labels] = self.latency.labels(*labels)
+            histogram = self._histograms[labels] = histogram_tally(
+                self.registry, self.latency.labels(*labels))
         counter.pending += 1
         histogram.observe(time.monotonic() - started)
 

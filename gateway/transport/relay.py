@@ -12,13 +12,11 @@ server closed them, at most MAX_IDLE kept per key.
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator
 
 import aiohttp
-from multidict import CIMultiDict
 
 #: An idle connection is closed after this long.
 IDLE_TIMEOUT = 30.0
@@ -210,17 +208,15 @@ async def send(conn: Connection, head: bytes, method: str) -> Response:
             return response
 
 
-#: One header field of a response head: a name without surrounding whitespace, the value
-#: without the whitespace around it.
-_FIELD = re.compile(r"\r\n([^:\s](?:[^:]*[^:\s])?):[ \t]*([^\r\n]*?)[ \t]*(?=\r\n|\Z)")
+#: The response headers the relay itself reads.
+_FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})
 
 
 def _parse(conn: Connection, raw: bytes, method: str) -> Response | None:
     """The response head in ``raw`` (with its final blank line); None for an interim 1xx.
     Decoded once (UTF-8, undecodable bytes kept as surrogates so they go out as they came)."""
-    text = raw[:-4].decode("utf-8", "surrogateescape")
-    end = text.find("\r\n")
-    status_line = (text if end < 0 else text[:end]).split(" ", 2)
+    lines = raw[:-4].decode("utf-8", "surrogateescape").split("\r\n")
+    status_line = lines[0].split(" ", 2)
     code = status_line[1] if len(status_line) > 1 else ""
     if not status_line[0].startswith("HTTP/1.") or len(code) != 3 or not code.isdigit() \
             or not code.isascii():
@@ -229,29 +225,34 @@ def _parse(conn: Connection, raw: bytes, method: str) -> Response | None:
     if 100 <= status < 200 and status != 101:
         return None
     reason = status_line[2] if len(status_line) > 2 else ""
-    headers: list[tuple[str, str]] = _FIELD.findall(text, end) if end >= 0 else []
-    if len(headers) != text.count("\r\n"):
-        raise ValueError(f"malformed response header in {raw[:200]!r}")
-    found = CIMultiDict(headers)
+    headers: list[tuple[str, str]] = []
     length: int | None = None
-    lengths = found.getall("Content-Length", ())
-    if lengths:
-        if not all(v.isascii() and v.isdigit() for v in lengths) or \
-                len({int(v) for v in lengths}) != 1:
-            raise ValueError("bad Content-Length")
-        length = int(lengths[0])
-    keep_alive = status_line[0] == "HTTP/1.1"
     chunked = False
-    for value in found.getall("Transfer-Encoding", ()):
-        chunked = value.lower().rsplit(",", 1)[-1].strip() == "chunked"
-        if not chunked:
-            keep_alive = False
-    for value in found.getall("Connection", ()):
-        tokens = {t.strip() for t in value.lower().split(",")}
-        if "close" in tokens:
-            keep_alive = False
-        elif "keep-alive" in tokens:
-            keep_alive = True
+    keep_alive = status_line[0] == "HTTP/1.1"
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise ValueError(f"malformed response header {line[:64]!r}")
+        value = value.strip(" \t")
+        headers.append((name, value))
+        lower = name.lower()
+        if lower not in _FRAMING:
+            continue
+        if lower == "content-length":
+            if not (value.isascii() and value.isdigit()) or \
+                    (length is not None and length != int(value)):
+                raise ValueError("bad Content-Length")
+            length = int(value)
+        elif lower == "transfer-encoding":
+            chunked = value.lower().rsplit(",", 1)[-1].strip() == "chunked"
+            if not chunked:
+                keep_alive = False
+        else:
+            tokens = {t.strip() for t in value.lower().split(",")}
+            if "close" in tokens:
+                keep_alive = False
+            elif "keep-alive" in tokens:
+                keep_alive = True
     if chunked:
         length = None
     no_body = method == "HEAD" or status in (204, 304) or status < 200

@@ -10,8 +10,7 @@
 from __future__ import annotations
 
 import asyncio
-
-from aiohttp import web
+from asyncio import current_task, get_running_loop
 
 from gateway.apimachinery import status
 from gateway.apimachinery.context import REQUEST_INFO, request_user, response_headers
@@ -20,6 +19,7 @@ from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import UserInfo
 from gateway.endpoints.negotiation import status_response
 from gateway.server.genericapiserver import Handler
+from gateway.server.request import Request, Response
 
 
 def too_many_requests() -> status.StatusError:
@@ -64,7 +64,7 @@ def with_max_in_flight(handler: Handler, limits: InFlightLimits) -> Handler:
     if not limits.enabled:
         return handler
 
-    async def max_in_flight_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def max_in_flight_filter(request: Request) -> Response:
         taken = limits.enter(request[REQUEST_INFO], request_user(request))
         if taken is None:
             return await handler(request)
@@ -76,7 +76,7 @@ def with_max_in_flight(handler: Handler, limits: InFlightLimits) -> Handler:
     return max_in_flight_filter
 
 
-def request_timeout(request: web.BaseRequest, default: float) -> float:
+def request_timeout(request: Request, default: float) -> float:
     """The request's deadline: --request-timeout, or less when ?timeout= says so."""
     return timeout_from_query(request.query.get("timeout"), default)
 
@@ -114,16 +114,16 @@ class _Deadline:
 
 
 def with_timeout(handler: Handler, default: float) -> Handler:
-    async def timeout_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def timeout_filter(request: Request) -> Response:
         if request[REQUEST_INFO].is_long_running:
             return await handler(request)
-        timeout = request_timeout(request, default)
-        task = asyncio.current_task()
+        timeout = timeout_from_query(request.query.get("timeout"), default)
+        loop = get_running_loop()
+        task = current_task(loop)
         assert task is not None
         cancelling = task.cancelling()
         deadline = _Deadline(task)
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(loop.time() + timeout, deadline)
+        timer = loop.call_later(timeout, deadline)
         uncancelled = False
         try:
             return await handler(request)
@@ -151,7 +151,7 @@ def with_cache_control(handler: Handler) -> Handler:
     error raised below becomes its response here, in the representation the request
     negotiates (protobuf for a client that asked for it first, as kube's ErrorNegotiated)."""
 
-    async def cache_control_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def cache_control_filter(request: Request) -> Response:
         response_headers(request)["Cache-Control"] = "no-cache, private"
         try:
             return await handler(request)
