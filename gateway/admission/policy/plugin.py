@@ -112,17 +112,27 @@ class ValidatingAdmissionPolicy:
         #: Answers the ``authorizer`` of expressions (none given: every check fails).
         self.authorize = authorize
         self._compiled: dict[tuple[str, str], CompiledPolicy] = {}
+        self._has_synced = False
 
     @property
     def configured(self) -> bool:
-        """Whether any binding exists (a policy without one applies to nothing)."""
-        return bool(self.bindings.objects())
+        """Whether any binding exists (a policy without one applies to nothing), or whether
+        that is not known yet (every write is then refused, as kube's plugin does)."""
+        return not self._synced or bool(self.bindings.objects())
+
+    @property
+    def _synced(self) -> bool:
+        """Both caches have listed once (an informer's HasSynced: a cache re-listing after a
+        lost watch keeps serving what it had)."""
+        if not self._has_synced:
+            self._has_synced = self.policies.cacher.ready and self.bindings.cacher.ready
+        return self._has_synced
 
     async def validate(self, attrs: Attributes) -> None:
         resource = attrs.resource
         if (resource.group, resource.plural) in EXCLUDED:
             return
-        if not (self.policies.cacher.ready and self.bindings.cacher.ready):
+        if not self._synced:
             raise _forbidden(attrs, "not yet ready to handle request")
         dispatch = _Dispatch(attrs, authz.Checks(self.authorize)
                              if self.authorize is not None else None)
