@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
+import re2
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
@@ -69,13 +71,27 @@ def _pick(chooser: Callable[[list], Any], name: str) -> Callable[[list], Any]:
     return pick
 
 
+@lru_cache(maxsize=256)
+def _regexp(pattern: str) -> Any:
+    """The pattern as Go's regexp reads it (RE2); ValueError when it does not compile."""
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as err:
+        reason = err.args[0] if err.args else ""
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(f"error parsing regexp: {reason}") from None
+
+
 def _find(text: str, pattern: str) -> str:
-    match = re.search(pattern, text)
+    match = _regexp(pattern).search(text)
     return match.group() if match else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    found = [m.group() for m in re.finditer(pattern, text)]
+    found = [m.group() for m in _regexp(pattern).finditer(text)]
     return found if limit < 0 else found[:limit]
 
 

@@ -333,3 +333,15 @@ async def test_match_conditions_false_wins_over_errors() -> None:
         await evaluate([conditions[0], conditions[2]], Activation({"object": {}}))
     assert str(raised.value) == ("expression 'object.nope == 1' resulted in error: "
                                  "no such key: nope")
+
+
+# -- regex ------------------------------------------------------------------------------------
+
+
+async def test_find_and_find_all_are_re2() -> None:
+    assert await run("'abc123'.find('[0-9]+')") == "123"
+    assert await run("'a1b22c333'.findAll('[0-9]+', 2)") == ["1", "22"]
+    assert await run("'héllo wörld'.findAll('\\\\pL+')") == ["héllo", "wörld"]
+    expression = "'x'.find('(?=x)')"
+    assert await run(expression) == failed(
+        expression, "error parsing regexp: invalid perl operator: (?=")

@@ -1,7 +1,7 @@
 """Schema patterns matched as Go's regexp (RE2 syntax) matches them.
 
 kube-openapi runs regexp.MatchString: RE2 semantics, unanchored, "$" only at the very end, \\d
-and \\s ASCII-only, \\pL classes. google-re2 (which cel-python already brings) is RE2 itself;
+and \\s ASCII-only, \\pL classes. google-re2 (a dependency) is RE2 itself;
 without it Python's re is used with the few translations that matter most.
 
 RE2 through google-re2's Python wrapper costs microseconds a search (it builds match objects
@@ -24,7 +24,7 @@ from typing import Any
 
 try:
     import re2
-except ImportError:  # pragma: no cover - re2 comes with cel-python
+except ImportError:  # pragma: no cover - re2 is a dependency
     re2 = None
 
 Matcher = Callable[[str], bool]
