@@ -33,6 +33,7 @@ from gateway.aggregator.availability import AvailabilityController
 from gateway.aggregator.discovery import DiscoveryManager, apiservice_priorities
 from gateway.aggregator.fastlane import FastLane
 from gateway.aggregator.metrics import AggregatorMetrics
+from gateway.aggregator.namespaced import RemoteNamespacedResources
 from gateway.aggregator.openapi import AggregatedOpenAPI
 from gateway.aggregator.proxy import Proxy
 from gateway.aggregator.registration import APIServiceRegistration, LocalAvailability
@@ -489,7 +490,10 @@ class Gateway:
         controllers = [
             NamespaceController(
                 self.core.namespaces,
-                lambda: self.core.namespaced + self.crd_controller.namespaced_stores()).run(),
+                lambda: self.core.namespaced + self.crd_controller.namespaced_stores(),
+                remote=RemoteNamespacedResources(  # remote APIServices' objects too
+                    self.discovery.store.merged, self.registration.route, self.clients,
+                    self.resolver).discover).run(),
             EventReaper(self.core.store("events"), self.options.event_ttl).run(),
             policy.run(),
             aggregation.run(),

@@ -2,15 +2,25 @@
 namespaced-resources deleter).
 
 Deleting a namespace sets its deletionTimestamp and phase Terminating (its spec.finalizers
-hold "kubernetes"). Each pass of this loop deletes every object in it, counts what is left
-(objects held by finalizers of their own), and writes what it found as the namespace's
-``status.conditions`` in kube's words, so ``kubectl get ns -o yaml`` tells why a namespace is
-stuck. Once nothing is left it removes the "kubernetes" finalizer through the finalize
-subresource, after which the store removes the namespace.
+hold "kubernetes"). Each pass of this loop does what kube's deleteAllContent does:
 
-Only the gateway's own resources (built-in and custom) are emptied: objects of remote
-APIServices are not, so discovery never fails and the discovery and group-version conditions
-always read False.
+1. discovery: every namespaced resource with the ``delete`` verb, the gateway's own stores and
+   the resources of remote APIServices (``gateway.controllers.namespacecontent``); a remote
+   group version whose discovery is stale is a discovery failure, and its resources are left
+   for a later pass;
+2. for each resource: ``deletecollection`` when discovery lists it (a 404 or 405 answer
+   falls back), else a list and a delete of each object; deletes ask for background
+   propagation; then a list of what is left. Objects left with finalizers count, by
+   resource and by finalizer, and make an estimate (15 s, kube's guess for finalizers);
+   objects left without any are an error; a failed call is an error of that resource;
+3. the namespace's ``status.conditions`` get what the pass found, in kube's words, so
+   ``kubectl get ns -o yaml`` tells why a namespace is stuck;
+4. once nothing is left and nothing failed, the "kubernetes" finalizer is removed through
+   the finalize subresource, after which the store removes the namespace.
+
+A namespace with content left is tried again, sooner than kube does it (0.2 s doubling to
+5 s, where kube waits half the estimate plus a second, or backs off up to 1000 s after
+errors), so it goes within seconds of its last finalizer or of its backend's return.
 """
 
 from __future__ import annotations
@@ -24,18 +34,24 @@ import structlog
 
 from gateway.apimachinery import status
 from gateway.apimachinery.clock import now_rfc3339
-from gateway.apimachinery.listoptions import ListOptions
-from gateway.apimachinery.user import service_account_user
 from gateway.apis.core.namespaces import FINALIZER
-from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
+from gateway.controllers.namespacecontent import (
+    MANAGER,
+    USER,
+    Discover,
+    Discovered,
+    NamespacedResource,
+    is_method_not_supported,
+    is_not_found,
+    local_resources,
+)
+from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
 from gateway.storage.interface import EventType, Object
 
 log = structlog.get_logger(__name__)
-#: kube-controller-manager's field manager (its user agent's name), as managedFields show it.
-MANAGER = "kube-controller-manager"
-#: Who the deletions are from (admission webhooks see it): kube's controller credentials.
-USER = service_account_user("kube-system", "namespace-controller")
+#: kube's guess, in seconds, of how long finalizers of objects left in a namespace take.
+FINALIZER_ESTIMATE_SECONDS = 15
 
 DISCOVERY_FAILURE = "NamespaceDeletionDiscoveryFailure"
 GROUP_VERSION_PARSING_FAILURE = "NamespaceDeletionGroupVersionParsingFailure"
@@ -66,10 +82,14 @@ class ContentTotals:
     finalizers: dict[str, int] = field(default_factory=dict)
     #: why deleting some resource's objects failed
     errors: list[str] = field(default_factory=list)
+    #: "<group>/<version>" -> why its discovery failed (its resources were not tried)
+    discovery_failures: dict[str, str] = field(default_factory=dict)
+    #: seconds the content left may take to go (kube's estimate: finalizers' guess)
+    estimate: int = 0
 
     @property
     def done(self) -> bool:
-        return not self.remaining and not self.errors
+        return not self.remaining and not self.errors and not self.discovery_failures
 
 
 def wanted_conditions(totals: ContentTotals) -> dict[str, tuple[str, str, str]]:
@@ -77,6 +97,11 @@ def wanted_conditions(totals: ContentTotals) -> dict[str, tuple[str, str, str]]:
     lists sorted, for stable updates."""
     wanted = {kind: ("False", reason, message)
               for kind, (reason, message) in CONDITION_TYPES.items()}
+    if totals.discovery_failures:
+        wanted[DISCOVERY_FAILURE] = (
+            "True", "DiscoveryFailed",
+            f"Discovery failed for some groups, {len(totals.discovery_failures)} failing: "
+            + discovery_error(totals.discovery_failures))
     if totals.errors:
         wanted[CONTENT_FAILURE] = (
             "True", "ContentDeletionFailed",
@@ -94,6 +119,12 @@ def wanted_conditions(totals: ContentTotals) -> dict[str, tuple[str, str, str]]:
             "True", "SomeFinalizersRemain",
             "Some content in the namespace has finalizers remaining: " + ", ".join(finalizers))
     return wanted
+
+
+def discovery_error(failed: dict[str, str]) -> str:
+    """client-go's ErrGroupDiscoveryFailed: each failing group version and its error, sorted."""
+    return "unable to retrieve the complete list of server APIs: " + ", ".join(
+        sorted(f"{gv}: {why}" for gv, why in failed.items()))
 
 
 def updated_conditions(current: list[dict], wanted: dict[str, tuple[str, str, str]],
@@ -124,10 +155,13 @@ def _error_text(err: Exception) -> str:
 
 class NamespaceController:
     def __init__(self, namespaces: RESTStore,
-                 contents: Callable[[], Iterable[RESTStore]]) -> None:
+                 contents: Callable[[], Iterable[RESTStore]],
+                 remote: Discover | None = None) -> None:
         self.namespaces = namespaces
-        #: The stores of namespaced resources, asked anew each time (CRDs come and go).
+        #: The gateway's own namespaced stores, asked anew each pass (CRDs come and go).
         self.contents = contents
+        #: The resources of remote APIServices and the failures of their discovery.
+        self.remote = remote
         self._working: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
@@ -184,43 +218,101 @@ class NamespaceController:
         totals = await self.delete_content(name)
         await self._write_conditions(namespace, wanted_conditions(totals))
         if not totals.done:
+            if totals.discovery_failures or totals.errors:
+                log.info("namespace deletion failed; retrying", namespace=name,
+                         discovery=discovery_error(totals.discovery_failures)
+                         if totals.discovery_failures else None,
+                         errors=sorted(totals.errors) or None)
+            else:
+                log.debug(f"some content remains in the namespace, estimate {totals.estimate} "
+                          "seconds before it is removed", namespace=name)
             return False
         if FINALIZER in spec_finalizers:
             await self._finalize(name)
             log.info("namespace emptied and finalized", namespace=name)
         return True
 
+    def discover(self) -> Discovered:
+        """What to empty this pass: the gateway's own stores, then remote APIServices'."""
+        found = local_resources(list(self.contents()))
+        if self.remote is not None:
+            remote = self.remote()
+            found.resources += remote.resources
+            found.failed.update(remote.failed)
+        return found
+
     async def delete_content(self, name: str) -> ContentTotals:
         """Delete every object in the namespace; count what stays, by resource and by
-        finalizer. An object that stays with no finalizer is an error, as in kube."""
-        totals = ContentTotals()
-        write = WriteOptions(manager=MANAGER, user=USER)
-        for store in self.contents():
-            resource = store.resource
-            try:
-                await store.delete_collection(name, ListOptions(),
-                                              DeleteOptions(propagation_policy="Background"),
-                                              write)
-                left = (await store.list(name, ListOptions())).items
-            except (StorageError, status.StatusError) as err:
-                if isinstance(err, status.StatusError) and err.code in (404, 405):
-                    continue  # the resource went meanwhile (a CRD being removed)
-                totals.errors.append(_error_text(err))
-                continue
-            if not left:
-                continue
-            totals.remaining[f"{resource.plural}.{resource.group}"] = len(left)
-            held = 0
-            for obj in left:
-                finalizers = (obj.get("metadata") or {}).get("finalizers") or []
-                held += bool(finalizers)
-                for finalizer in finalizers:
-                    totals.finalizers[finalizer] = totals.finalizers.get(finalizer, 0) + 1
-            if not held:
-                totals.errors.append(
-                    f"unexpected items still remain in namespace: {name} for gvr: "
-                    f"{resource.group}/{resource.version}, Resource={resource.plural}")
+        finalizer (kube's deleteAllContent). Discovery failures are not fatal: the resources
+        that were discovered are emptied all the same."""
+        discovered = self.discover()
+        totals = ContentTotals(discovery_failures=dict(discovered.failed))
+        for resource in discovered.resources:
+            await self._empty(resource, name, totals)
         return totals
+
+    async def _empty(self, resource: NamespacedResource, namespace: str,
+                     totals: ContentTotals) -> None:
+        """One resource's objects (kube's deleteAllContentForGroupVersionResource): the
+        collection deleted (or each object), then what is left counted."""
+        try:
+            if not await self._delete_collection(resource, namespace):
+                await self._delete_each(resource, namespace)
+            left = await self._list(resource, namespace)
+        except (StorageError, status.StatusError) as err:
+            totals.errors.append(_error_text(err))
+            return
+        if not left:
+            return
+        totals.remaining[f"{resource.plural}.{resource.group}"] = len(left)
+        held = 0
+        for obj in left:
+            finalizers = (obj.get("metadata") or {}).get("finalizers") or []
+            held += bool(finalizers)
+            for finalizer in finalizers:
+                totals.finalizers[finalizer] = totals.finalizers.get(finalizer, 0) + 1
+        if held:
+            totals.estimate = max(totals.estimate, FINALIZER_ESTIMATE_SECONDS)
+        else:
+            totals.errors.append(
+                f"unexpected items still remain in namespace: {namespace} for gvr: "
+                f"{resource.group}/{resource.version}, Resource={resource.plural}")
+
+    @staticmethod
+    async def _delete_collection(resource: NamespacedResource, namespace: str) -> bool:
+        """Delete the collection; False when the resource does not support it (discovery
+        does not list the verb, or the server answers 404 or 405)."""
+        if "deletecollection" not in resource.verbs:
+            return False
+        try:
+            await resource.delete_collection(namespace)
+        except status.StatusError as err:
+            if is_not_found(err) or is_method_not_supported(err):
+                return False
+            raise
+        return True
+
+    @staticmethod
+    async def _list(resource: NamespacedResource, namespace: str) -> list[Object] | None:
+        """The objects left, or None when the resource cannot be listed (as above)."""
+        if "list" not in resource.verbs:
+            return None
+        try:
+            return await resource.list(namespace)
+        except status.StatusError as err:
+            if is_not_found(err) or is_method_not_supported(err):
+                return None
+            raise
+
+    async def _delete_each(self, resource: NamespacedResource, namespace: str) -> None:
+        """List and delete one object at a time (objects already gone, or a resource that
+        does not take deletes, are passed over)."""
+        for obj in await self._list(resource, namespace) or []:
+            try:
+                await resource.delete(namespace, (obj.get("metadata") or {}).get("name", ""))
+            except status.StatusError as err:
+                if not (is_not_found(err) or is_method_not_supported(err)):
+                    raise
 
     async def _write_conditions(self, namespace: Object,
                                 wanted: dict[str, tuple[str, str, str]]) -> None:
