@@ -19,12 +19,14 @@ authorizer's checks are answered in rounds (gateway.cel.authz). An evaluation er
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from gateway.cel import authz
 from gateway.cel import library as lib
@@ -171,7 +173,7 @@ class Compiler:
                 declared[AUTHORIZER] = authz.AUTHORIZER
                 declared[REQUEST_RESOURCE] = authz.RESOURCE_CHECK
             for name, variable in self.variables.items():
-                declared[f"{VARIABLES}.{name}"] = variable.output or T.DYN
+                declared[f"{VARIABLES}.{name}"] = _declarable(variable.output)
             env = self._envs[key] = lib.new_env(declared, pool=self._pool)
         return env
 
@@ -200,6 +202,14 @@ class Compiler:
         compiled = self.compile(expression, options, None)
         self.variables[name] = compiled
         return compiled
+
+
+def _declarable(output: cel.Type | None) -> cel.Type:
+    """A variable's type as a declaration (cel-expr-python cannot declare an optional one:
+    dyn)."""
+    if output is None or output.name().startswith("optional_type"):
+        return T.DYN
+    return output
 
 
 def _undeclared_as_cel_go(text: str, composited: bool) -> str:
@@ -265,17 +275,31 @@ class Activation:
         """Activation.Evaluate: the value, or kube's words for what went wrong."""
         if compiled.error:
             return Evaluation(error=f"compilation error: {compiled.error}")
+        value, error = await self._value(compiled)
+        if error:
+            return Evaluation(error=f"expression '{compiled.expression}' resulted in error: "
+                                    f"{error}")
+        return Evaluation(value)
+
+    async def _value(self, compiled: Compiled) -> tuple[Any, str]:
+        """The value of a compiled expression, the variables it reads evaluated first; or the
+        error in cel-go's words (reading a failed variable is that variable's failure)."""
         for name in compiled.variables:
             await self._variable(name)
         value = await self._run(compiled.program)
-        if value.type().name() == "ERROR":
+        if value.type().name() != "ERROR":
+            try:
+                return _plain(value), ""
+            except _NotBindable:
+                return None, "an optional value cannot be kept in a variable here"
+        try:
             text = lib.runtime_error(str(value.value()))
-            missing = _MISSING_VARIABLE.search(text)
-            if missing and missing.group(1) in self._failed:
-                text = self._failed[missing.group(1)]
-            return Evaluation(error=f"expression '{compiled.expression}' resulted in error: "
-                                    f"{text}")
-        return Evaluation(_plain(value))
+        except TypeError:  # no error: a value Python cannot be given (an optional)
+            return None, "an optional value cannot be kept in a variable here"
+        missing = _MISSING_VARIABLE.search(text)
+        if missing and missing.group(1) in self._failed:
+            text = self._failed[missing.group(1)]
+        return None, text
 
     async def _variable(self, name: str) -> None:
         """Evaluate a variable (and those it reads) once; a failure is remembered."""
@@ -287,26 +311,44 @@ class Activation:
             self._failed[name] = (f'composited variable "{name}" fails to compile: '
                                   f"{compiled.error}")
             return
-        for other in compiled.variables:
-            await self._variable(other)
-        value = await self._run(compiled.program)
-        if value.type().name() == "ERROR":
-            text = lib.runtime_error(str(value.value()))
-            missing = _MISSING_VARIABLE.search(text)
-            if missing and missing.group(1) in self._failed:
-                text = self._failed[missing.group(1)]
-            self._failed[name] = f'composited variable "{name}" fails to evaluate: {text}'
-            return
-        self.data[f"{VARIABLES}.{name}"] = _plain(value)
+        value, error = await self._value(compiled)
+        if error:
+            self._failed[name] = f'composited variable "{name}" fails to evaluate: {error}'
+        else:
+            self.data[f"{VARIABLES}.{name}"] = value
 
     async def _run(self, program: Any) -> Any:
         activation = runtime_env().Activation(self.data)
         return await authz.evaluate(lambda: program.eval(activation=activation), self.checks)
 
 
+class _NotBindable(Exception):
+    """A value the runtime cannot be given back (an optional)."""
+
+
 def _plain(value: Any) -> Any:
-    """A CEL value as Python, kube's opaque values kept as they are (to be bound again)."""
+    """A CEL value as the runtime can be given it again (a variable's value, read by later
+    expressions): JSON-like values, kube's opaque values as their messages, timestamps and
+    durations as protobuf's; _NotBindable for an optional."""
     try:
-        return value.value() if value.type().is_message() else value.plain_value()
+        if value.type().is_message():
+            return value.value()
+        return _bindable(value.plain_value())
     except (TypeError, RuntimeError, AssertionError):
-        return value.value()
+        raise _NotBindable from None
+
+
+def _bindable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _bindable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bindable(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(value)
+        return stamp
+    if isinstance(value, datetime.timedelta):
+        duration = duration_pb2.Duration()
+        duration.FromTimedelta(value)
+        return duration
+    return value

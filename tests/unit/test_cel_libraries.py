@@ -345,3 +345,20 @@ async def test_find_and_find_all_are_re2() -> None:
     expression = "'x'.find('(?=x)')"
     assert await run(expression) == failed(
         expression, "error parsing regexp: invalid perl operator: (?=")
+
+
+async def test_variables_keep_timestamps_durations_and_kube_types() -> None:
+    compiler = Compiler(composited=True)
+    compiler.add_variable("when", "timestamp('2024-01-01T00:00:00Z')", POLICY)
+    compiler.add_variable("wait", "[duration('1h')]", POLICY)
+    compiler.add_variable("limit", "quantity('1Gi')", POLICY)
+    compiler.add_variable("maybe", "optional.of(1)", POLICY)
+    expression = ("variables.when < timestamp('2025-01-01T00:00:00Z') && variables.wait[0] > "
+                  "duration('1m') && variables.limit.isGreaterThan(quantity('1G'))")
+    compiled = compiler.compile(expression, POLICY, BOOL)
+    assert (await Activation({}, None, compiler.variables).evaluate(compiled)).value is True
+    # an optional cannot be handed back to the runtime: reading it is the variable's error
+    compiled = compiler.compile("variables.maybe.hasValue()", POLICY, BOOL)
+    assert (await Activation({}, None, compiler.variables).evaluate(compiled)).error == (
+        "expression 'variables.maybe.hasValue()' resulted in error: composited variable "
+        "\"maybe\" fails to evaluate: an optional value cannot be kept in a variable here")
