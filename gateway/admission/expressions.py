@@ -286,7 +286,10 @@ class Activation:
         error in cel-go's words (reading a failed variable is that variable's failure)."""
         for name in compiled.variables:
             await self._variable(name)
-        value = await self._run(compiled.program)
+        try:
+            value = await self._run(compiled.program)
+        except (RuntimeError, ValueError, TypeError) as err:  # data the runtime refuses
+            return None, lib.runtime_error(str(err))
         if value.type().name() != "ERROR":
             try:
                 return _plain(value), ""
