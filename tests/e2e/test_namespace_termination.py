@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.support.gateway import GatewayProcess
+from tests.support.namespaces import OK, conditions, namespace, wait_for_conditions
 from tests.support.wait import eventually
 from tests.support.webhook import WebhookServer
 
@@ -21,18 +22,6 @@ pytestmark = pytest.mark.slow
 
 HOLD = "example.com/hold"
 OTHER = "example.com/other"
-OK = {
-    "NamespaceDeletionDiscoveryFailure": (
-        "False", "ResourcesDiscovered", "All resources successfully discovered"),
-    "NamespaceDeletionGroupVersionParsingFailure": (
-        "False", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
-    "NamespaceDeletionContentFailure": (
-        "False", "ContentDeleted",
-        "All content successfully deleted, may be waiting on finalization"),
-    "NamespaceContentRemaining": ("False", "ContentRemoved", "All content successfully removed"),
-    "NamespaceFinalizersRemaining": (
-        "False", "ContentHasNoFinalizers", "All content-preserving finalizers finished"),
-}
 WIDGETS_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.example.com"},
@@ -54,30 +43,6 @@ def held_configmap(ns: str, name: str, *finalizers: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": ns, "finalizers": list(finalizers)},
             "data": {"k": "v"}}
-
-
-def namespace(gw: GatewayProcess, name: str) -> dict[str, Any] | None:
-    result = gw.kubectl("get", "ns", name, "-o", "json", check=False)
-    if result.returncode != 0:
-        assert "NotFound" in result.stderr, result.stderr
-        return None
-    return json.loads(result.stdout)
-
-
-def conditions(ns: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
-    return {c["type"]: (c["status"], c["reason"], c["message"])
-            for c in (ns.get("status") or {}).get("conditions") or []}
-
-
-def wait_for_conditions(gw: GatewayProcess, name: str,
-                        expected: dict[str, tuple[str, str, str]]) -> dict[str, Any]:
-    def reported() -> dict[str, Any]:
-        ns = namespace(gw, name)
-        assert ns is not None, "the namespace went"
-        assert conditions(ns) == expected, conditions(ns)
-        return ns
-
-    return eventually(reported, what=f"namespace {name}'s conditions")
 
 
 def release(gw: GatewayProcess, ns: str, kind: str, name: str) -> None:

@@ -11,7 +11,9 @@ What it serves (group ``wardle.example.com``, version ``v1alpha1``):
 - ``flunders`` (kind Flunder, namespaced, short name ``fl``, category ``wardle``): list (label
   and field selectors, limit/continue, Table and PartialObjectMetadata output), watch
   (``?watch=1``; JSON lines, one event per chunk), get, create, update (PUT), patch (merge,
-  strategic treated as merge, JSON patch), delete, deletecollection. Kept in memory: a restart
+  strategic treated as merge, JSON patch), delete, deletecollection. An object with
+  ``metadata.finalizers`` is not removed by a delete: it gets a ``deletionTimestamp`` and goes
+  when an update leaves it without finalizers, as kube's stores do. Kept in memory: a restart
   forgets them.
 - helpers, each a "subresource" of any flunder name (the flunder need not exist):
   ``.../flunders/<name>/echo`` (WebSocket echo, any offered subprotocol chosen),
@@ -317,8 +319,10 @@ class BackendProcess:
                statuses: dict[str, int] | None = None) -> None:
         """Change how the running backend answers, until the next call or restart: ``delays``
         maps a path (exact, or a prefix ending in ``*``) to seconds to wait before answering,
-        ``statuses`` to a status code to answer with (a Status body) instead. Applies to every
-        caller (the gateway's discovery and availability checks too); ``behave()`` resets."""
+        ``statuses`` to a status code to answer with (a Status body) instead. A key may start
+        with a method and a space (``"DELETE /apis/...*"``) to apply to that method only; it
+        wins over a key without one. Applies to every caller (the gateway's discovery and
+        availability checks too); ``behave()`` resets."""
         code, body, _ = self.request("PUT", "/debug/behaviour",
                                      {"delays": delays or {}, "statuses": statuses or {}},
                                      headers={PROBE_HEADER: "1"})
@@ -519,6 +523,14 @@ def field_matcher(selector: str) -> Callable[[dict[str, Any]], bool]:
     return lambda obj: all(test(obj) for test in tests)
 
 
+#: kube's Status reasons of the codes a test may tell the backend to answer with.
+_REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+            409: "Conflict", 429: "TooManyRequests", 503: "ServiceUnavailable",
+            504: "Timeout"}
+#: Set by a delete of an object with finalizers; an update cannot change them.
+_DELETION = ("deletionTimestamp", "deletionGracePeriodSeconds")
+
+
 def _typed(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with apiVersion and kind set, first."""
     rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
@@ -610,19 +622,34 @@ class Store:
                            f'object has been modified; please apply your changes to the latest '
                            f'version and try again', {"name": name, "group": GROUP,
                                                       "kind": RESOURCE})
-        keep = {k: old["metadata"][k] for k in ("uid", "creationTimestamp", "generation")}
+        keep = {k: old["metadata"][k] for k in ("uid", "creationTimestamp", "generation",
+                                                 *_DELETION) if k in old["metadata"]}
         if obj.get("spec") != old.get("spec"):
             keep["generation"] += 1
         meta.update(name=name, namespace=namespace, resourceVersion=self._next_rv(), **keep)
         obj = _typed(obj)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            return self._remove(namespace, name)  # its last finalizer went
         self.objects[(namespace, name)] = obj
         self._emit("MODIFIED", obj)
         return copy.deepcopy(obj)
 
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
-        obj = self.objects.pop((namespace, name), None)
+        """Remove the object, or only mark it deleted while it has finalizers."""
+        obj = self.objects.get((namespace, name))
         if obj is None:
             raise not_found(name)
+        meta = obj["metadata"]
+        if not meta.get("finalizers"):
+            return self._remove(namespace, name)
+        if not meta.get("deletionTimestamp"):
+            meta.update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0,
+                        resourceVersion=self._next_rv())
+            self._emit("MODIFIED", obj)
+        return copy.deepcopy(obj)
+
+    def _remove(self, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.objects.pop((namespace, name))
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._emit("DELETED", obj)
         return copy.deepcopy(obj)
@@ -926,13 +953,15 @@ def build_app(auth: AuthConfig, requests_log: Path | None) -> Any:
                 log.write(json.dumps(record) + "\n")
         if request.path == "/debug/behaviour":
             return await set_behaviour(request)
-        delay = _rule(behaviour["delays"], request.path)
+        delay = _rule(behaviour["delays"], request.method, request.path)
         if delay:
             await asyncio.sleep(float(delay))
-        code = _rule(behaviour["statuses"], request.path)
+        code = _rule(behaviour["statuses"], request.method, request.path)
         if code:
-            return respond(status_body(int(code), "InternalError" if int(code) >= 500 else
-                                       "BadRequest", f"told to answer {code}"), int(code))
+            return respond(status_body(int(code), _REASONS.get(int(code), "InternalError" if
+                                                              int(code) >= 500 else
+                                                              "BadRequest"),
+                                       f"told to answer {code}"), int(code))
         if not who["authenticated"] and not ANONYMOUS_PATHS.match(request.path):
             return respond(status_body(401, "Unauthorized", "Unauthorized"), 401)
         try:
@@ -1346,12 +1375,17 @@ class _Echo:
         self.done.set()
 
 
-def _rule(rules: dict[str, Any], path: str) -> Any:
-    """The value for ``path``: an exact key, else the longest ``prefix*`` key that matches."""
-    if path in rules:
-        return rules[path]
-    prefixes = [k for k in rules if k.endswith("*") and path.startswith(k[:-1])]
-    return rules[max(prefixes, key=len)] if prefixes else None
+def _rule(rules: dict[str, Any], method: str, path: str) -> Any:
+    """The value for ``method`` and ``path``: a key of this method (``"<METHOD> <path>"``)
+    before one of any method; an exact key, else the longest ``prefix*`` key that matches."""
+    for candidate, prefix in ((f"{method} {path}", f"{method} "), (path, "")):
+        if candidate in rules:
+            return rules[candidate]
+        matching = [k for k in rules if k.endswith("*") and k.startswith(prefix)
+                    and " " not in k[len(prefix):] and candidate.startswith(k[:-1])]
+        if matching:
+            return rules[max(matching, key=len)]
+    return None
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

@@ -266,6 +266,48 @@ def test_create_get_list_update_patch_delete(backend, pki):
     assert (code, body["reason"]) == (404, "NotFound")
 
 
+def test_finalizers_hold_a_deleted_object_until_they_go(backend, pki):
+    path = f"{GV_PATH}/namespaces/finalizing/flunders"
+    held = {**flunder("held"), "metadata": {"name": "held", "finalizers": ["example.com/x"]}}
+    assert call(backend, pki, "POST", path, held)[0] == 201
+    assert call(backend, pki, "POST", path, flunder("free"))[0] == 201
+
+    code, listed = call(backend, pki, "DELETE", path)  # deletecollection
+    assert code == 200 and sorted(i["metadata"]["name"] for i in listed["items"]) == [
+        "free", "held"]
+    _, listed = call(backend, pki, "GET", path)
+    [left] = listed["items"]
+    assert left["metadata"]["name"] == "held" and left["metadata"]["deletionTimestamp"]
+    marked = left["metadata"]["deletionTimestamp"]
+    code, again = call(backend, pki, "DELETE", f"{path}/held")
+    assert code == 200 and again["metadata"]["deletionTimestamp"] == marked
+
+    code, updated = call(backend, pki, "PATCH", f"{path}/held",
+                         json.dumps({"metadata": {"labels": {"a": "b"}}}).encode(),
+                         {**USER, "Content-Type": "application/merge-patch+json"})
+    assert code == 200 and updated["metadata"]["deletionTimestamp"] == marked, "kept"
+    code, _ = call(backend, pki, "PATCH", f"{path}/held",
+                   json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]).encode(),
+                   {**USER, "Content-Type": "application/json-patch+json"})
+    assert code == 200
+    assert call(backend, pki, "GET", f"{path}/held")[0] == 404, "gone with its last finalizer"
+
+
+def test_behave_by_method(backend, pki):
+    path = f"{GV_PATH}/namespaces/by-method/flunders"
+    try:
+        backend.behave(statuses={f"DELETE {path}": 405, f"DELETE {path}/*": 403, path: 500})
+        code, body = call(backend, pki, "DELETE", path)
+        assert (code, body["reason"], body["message"]) == (405, "MethodNotAllowed",
+                                                           "told to answer 405")
+        code, body = call(backend, pki, "DELETE", f"{path}/x")
+        assert (code, body["reason"]) == (403, "Forbidden")
+        assert call(backend, pki, "GET", path)[0] == 500, "a key of any method"
+        assert call(backend, pki, "GET", f"{path}/x")[0] == 404, "not matched: served"
+    finally:
+        backend.behave()
+
+
 def read_events(response: http.client.HTTPResponse, count: int) -> list[dict[str, Any]]:
     return [json.loads(response.readline()) for _ in range(count)]
 

@@ -69,6 +69,10 @@ def user(name: str) -> Object:
     return {"apiGroup": GROUP, "kind": "User", "name": name}
 
 
+def service_account(namespace: str, name: str) -> Object:
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+
+
 _AGGREGATE_TO_EDIT = [
     rule(READ, [""], ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets",
                       "services/proxy"]),
@@ -148,6 +152,13 @@ CLUSTER_ROLES: list[Object] = [
     cluster_role("system:monitoring", [rule(["get"], urls=[
         "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
         "/readyz", "/readyz/*"])]),
+    # kube-controller-manager's namespace controller: what the gateway's own controller acts
+    # as, and what a backend that authorizes with SubjectAccessReviews asks about
+    cluster_role("system:controller:namespace-controller", [
+        rule(["delete", "get", "list", "watch"], [""], ["namespaces"]),
+        rule(["update"], [""], ["namespaces/finalize", "namespaces/status"]),
+        rule(["delete", "deletecollection", "get", "list"], ["*"], ["*"]),
+    ]),
 ]
 
 CLUSTER_ROLE_BINDINGS: list[Object] = [
@@ -162,6 +173,9 @@ CLUSTER_ROLE_BINDINGS: list[Object] = [
             [group("system:authenticated"), group("system:unauthenticated")]),
     binding("ClusterRoleBinding", "system:monitoring", "ClusterRole", "system:monitoring",
             [group("system:monitoring")]),
+    binding("ClusterRoleBinding", "system:controller:namespace-controller", "ClusterRole",
+            "system:controller:namespace-controller",
+            [service_account("kube-system", "namespace-controller")]),
 ]
 
 AUTH_CONFIGMAP = "extension-apiserver-authentication"
