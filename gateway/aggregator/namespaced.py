@@ -63,6 +63,8 @@ LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,
 #: The body of every delete (metav1.DeleteOptions as client-go's metadata client encodes it).
 DELETE_OPTIONS = orjson.dumps({"kind": "DeleteOptions", "apiVersion": "v1",
                                "propagationPolicy": "Background"})
+#: What the proxy answers (a 502) in place of a backend's redirect.
+REDIRECT_REFUSED = b"the backend attempted to redirect this request, which is not permitted"
 #: The reasons NewGenericServerResponse gives the codes the controller tells apart.
 _GENERIC_REASONS = {404: "NotFound", 405: "MethodNotAllowed"}
 
@@ -123,15 +125,15 @@ class RemoteNamespacedResources:
         or the StatusError client-go would make of the answer the aggregator gives."""
         route = self.routes(group, version)
         if route is None or route.local:
-            raise _error(404, "text/plain", b"404 page not found")
+            raise client_error(404, "text/plain", b"404 page not found")
         if not route.available:
-            raise _error(503, "text/plain", b"service unavailable")
+            raise client_error(503, "text/plain", b"service unavailable")
         try:
             context = self.clients.context(route.ca_bundle,
                                            insecure=route.insecure_skip_tls_verify,
                                            client_cert=True)
         except TLSConfigError as err:  # the proxy's plain-text 500 with client-go's words
-            raise _error(500, "text/plain", str(err).encode()) from None
+            raise client_error(500, "text/plain", str(err).encode()) from None
         service = route.service
         assert service is not None
         try:
@@ -139,7 +141,7 @@ class RemoteNamespacedResources:
         except ResolveError as err:
             log.info("namespace controller: a backend's Service does not resolve",
                      apiservice=route.name, error=str(err))
-            raise _error(503, "text/plain", b"service unavailable") from None
+            raise client_error(503, "text/plain", b"service unavailable") from None
         host = f"[{address.host}]" if ":" in address.host else address.host
         url = URL(f"https://{host}:{address.port}{path}", encoded=True)
         headers = [("Accept", accept), *identity_headers(self.user)]
@@ -157,16 +159,15 @@ class RemoteNamespacedResources:
                     location = response.headers.get("Location")
                     data = await response.read()
         except TimeoutError:
-            raise _error(504, "text/plain", b"") from None
+            raise client_error(504, "text/plain", b"") from None
         except (aiohttp.ClientError, OSError, ValueError) as err:
             log.info("namespace controller: a backend cannot be reached",
                      apiservice=route.name, error=describe_error(err, address))
-            raise _error(503, "text/plain", b"error trying to reach service") from None
+            raise client_error(503, "text/plain", b"error trying to reach service") from None
         if 300 <= code < 400 and location:
-            raise _error(502, "text/plain", b"the backend attempted to redirect this request, "
-                                            b"which is not permitted")
+            raise client_error(502, "text/plain", REDIRECT_REFUSED)
         if not 200 <= code <= 206:
-            raise _error(code, content_type, data)
+            raise client_error(code, content_type, data)
         return data
 
 
@@ -205,8 +206,9 @@ class RemoteResource:
                                body=DELETE_OPTIONS)
 
 
-def _error(code: int, content_type: str, data: bytes) -> status.StatusError:
-    """The error client-go makes of an answer outside 200-206."""
+def client_error(code: int, content_type: str, data: bytes) -> status.StatusError:
+    """The error client-go makes of an answer outside 200-206: the Status in the body, else
+    NewGenericServerResponse's code, reason and words."""
     reason = _GENERIC_REASONS.get(code, "")
     try:
         body: Any = orjson.loads(data)

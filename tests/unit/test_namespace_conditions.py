@@ -74,3 +74,16 @@ def test_other_conditions_are_kept_in_place():
              "lastTransitionTime": "T0"}
     updated = updated_conditions([other], wanted_conditions(ContentTotals()), "T1")
     assert updated is not None and updated[0] == other and len(updated) == 6
+
+
+def test_discovery_failures_are_counted_in_client_gos_words():
+    wanted = wanted_conditions(ContentTotals(discovery_failures={
+        "wardle.example.com/v1alpha1": "stale GroupVersion discovery: wardle.example.com/v1alpha1",
+        "metrics.k8s.io/v1beta1": "stale GroupVersion discovery: metrics.k8s.io/v1beta1"}))
+    assert wanted["NamespaceDeletionDiscoveryFailure"] == (
+        "True", "DiscoveryFailed",
+        "Discovery failed for some groups, 2 failing: unable to retrieve the complete list of "
+        "server APIs: metrics.k8s.io/v1beta1: stale GroupVersion discovery: "
+        "metrics.k8s.io/v1beta1, wardle.example.com/v1alpha1: stale GroupVersion discovery: "
+        "wardle.example.com/v1alpha1")
+    assert not ContentTotals(discovery_failures={"a/v1": "x"}).done
