@@ -163,14 +163,6 @@ STREAM_ERRORS = (aiohttp.ClientError, OSError, TimeoutError, ValueError,
                  asyncio.IncompleteReadError, asyncio.LimitOverrunError)
 
 
-_NO_DEADLINE = contextlib.nullcontext()
-
-
-def discovery_deadline(discovery: bool) -> Any:
-    """DISCOVERY_TIMEOUT for a discovery request; nothing (and no timer) for the others."""
-    return asyncio.timeout(DISCOVERY_TIMEOUT) if discovery else _NO_DEADLINE
-
-
 def is_discovery(info: Any, path: str) -> bool:
     """A request for a group version's discovery document (``/apis/<g>/<v>`` itself), which
     must answer within DISCOVERY_TIMEOUT."""
@@ -291,15 +283,12 @@ class Proxy:
         stream = stream_for(request)
         request[RESPONSE_STARTED] = True
         length = body.length
+        whole = body.no_body or (length is not None and length <= SMALL_BODY)
         try:
-            async with discovery_deadline(discovery):
-                if body.no_body or (length is not None and length <= SMALL_BODY):
-                    await stream.start(code, reason, out, await body.read())
-                else:
-                    await stream.start(code, reason, out)
-                    async for chunk in body.iter():
-                        await stream.write(chunk)
-                return await stream.finish()
+            if discovery:
+                async with asyncio.timeout(DISCOVERY_TIMEOUT):
+                    return await _send(stream, code, reason, out, body, whole)
+            return await _send(stream, code, reason, out, body, whole)
         except STREAM_ERRORS as err:
             self.stream_failed(name, err)
             return stream.abort()
@@ -336,25 +325,15 @@ class Proxy:
         pools = self.clients.relay
         key = (address.host, address.port, address.server_name, context)
         started = time.monotonic()
-        conn: relay.Connection | None = None
         try:
-            async with discovery_deadline(discovery):
-                conn = await pools.acquire(key, clients.CONNECT_TIMEOUT)
-                try:
-                    response = await relay.send(conn, head, method)
-                except relay.StaleConnection:
-                    conn.close()
-                    conn = await pools.connect(key, clients.CONNECT_TIMEOUT)
-                    response = await relay.send(conn, head, method)
+            if discovery:
+                async with asyncio.timeout(DISCOVERY_TIMEOUT):
+                    conn, response = await _round_trip(pools, key, head, method)
+            else:
+                conn, response = await _round_trip(pools, key, head, method)
         except (aiohttp.ClientError, OSError, ssl.SSLError, TimeoutError, ValueError,
                 asyncio.IncompleteReadError) as err:
-            if conn is not None:
-                conn.close()
             return self._unreachable(name, err, address)
-        except BaseException:
-            if conn is not None:
-                conn.close()
-            raise
         self.metrics.observe(name, time.monotonic() - started)
         code = response.status
         if code == 101 or (300 <= code < 400 and any(k.lower() == "location" and v
@@ -440,6 +419,37 @@ class Proxy:
             writer.close()
             transport.close()
         return _Hijacked(code)
+
+
+async def _round_trip(pools: relay.Pools, key: relay.Key, head: bytes, method: str
+                      ) -> tuple[relay.Connection, relay.Response]:
+    """The request head sent on a pooled connection (a fresh one when a reused one turns out
+    closed before answering), and the response head read; the connection closed on any
+    failure."""
+    conn = await pools.acquire(key, clients.CONNECT_TIMEOUT)
+    try:
+        try:
+            return conn, await relay.send(conn, head, method)
+        except relay.StaleConnection:
+            conn.close()
+            conn = await pools.connect(key, clients.CONNECT_TIMEOUT)
+            return conn, await relay.send(conn, head, method)
+    except BaseException:
+        conn.close()
+        raise
+
+
+async def _send(stream: Any, code: int, reason: str, headers: list[tuple[str, str]],
+                body: Any, whole: bool) -> Response:
+    """A response through ``stream``: a body read ``whole`` with its head, else piece by
+    piece."""
+    if whole:
+        await stream.start(code, reason, headers, await body.read())
+    else:
+        await stream.start(code, reason, headers)
+        async for chunk in body.iter():
+            await stream.write(chunk)
+    return await stream.finish()
 
 
 # -- request and response pieces ------------------------------------------------------------------

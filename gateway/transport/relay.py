@@ -47,9 +47,10 @@ class Connection:
         self.reused = False
 
     def usable(self) -> bool:
+        """Open, at rest, nothing unread (asyncio's StreamReader state read directly)."""
         reader = self.reader
-        return not (self.writer.is_closing() or reader.at_eof() or reader.exception() is not None
-                    or getattr(reader, "_buffer", b""))
+        return not (self.writer.is_closing() or reader._eof or reader._exception is not None
+                    or reader._buffer)
 
     def close(self) -> None:
         self.writer.close()

@@ -98,32 +98,68 @@ def timed_out() -> status.StatusError:
                           "deadline exceeded")
 
 
+#: How often request deadlines are looked at: a request ends at most this late.
+DEADLINE_TICK = 0.05
+
+
 class _Deadline:
     """Cancels a task at a time (what asyncio.timeout does, without its context manager and
-    its state machine: one timer handle per request)."""
+    its state machine)."""
 
-    __slots__ = ("fired", "task")
+    __slots__ = ("fired", "task", "when")
 
-    def __init__(self, task: asyncio.Task) -> None:
+    def __init__(self, task: asyncio.Task, when: float) -> None:
         self.task = task
+        self.when = when
         self.fired = False
 
-    def __call__(self) -> None:
+    def fire(self) -> None:
         self.fired = True
         self.task.cancel()
 
 
+class _Deadlines:
+    """The pending deadlines of one event loop, looked at by one timer every DEADLINE_TICK
+    while there are any, rather than a timer made and cancelled per request (each a libuv
+    handle to open and close)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: set[_Deadline] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, deadline: _Deadline) -> None:
+        self.pending.add(deadline)
+        if self._timer is None:
+            self._timer = self.loop.call_later(DEADLINE_TICK, self._tick)
+
+    def _tick(self) -> None:
+        now = self.loop.time()
+        expired = [d for d in self.pending if d.when <= now]
+        for deadline in expired:
+            self.pending.discard(deadline)
+            deadline.fire()
+        self._timer = self.loop.call_later(DEADLINE_TICK, self._tick) if self.pending \
+            else None
+
+
 def with_timeout(handler: Handler, default: float) -> Handler:
+    deadlines: _Deadlines | None = None
+
     async def timeout_filter(request: Request) -> Response:
+        nonlocal deadlines
         if request[REQUEST_INFO].is_long_running:
             return await handler(request)
         timeout = timeout_from_query(request.query.get("timeout"), default)
         loop = get_running_loop()
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = _Deadlines(loop)
         task = current_task(loop)
         assert task is not None
         cancelling = task.cancelling()
-        deadline = _Deadline(task)
-        timer = loop.call_later(timeout, deadline)
+        deadline = _Deadline(task, loop.time() + timeout)
+        pending = deadlines.pending
+        deadlines.add(deadline)
         uncancelled = False
         try:
             return await handler(request)
@@ -138,7 +174,7 @@ def with_timeout(handler: Handler, default: float) -> Handler:
         except TimeoutError:
             raise timed_out() from None
         finally:
-            timer.cancel()
+            pending.discard(deadline)
             if deadline.fired and not uncancelled:  # the handler swallowed the cancellation
                 task.uncancel()
 

@@ -44,9 +44,10 @@ def with_panic_recovery(handler: Handler) -> Handler:
             response = status.internal_error(
                 "an error on the server has prevented the request from succeeding"
             ).response()
-        log_request(request.method, request.raw_path, response.status,
-                    time.monotonic() - started, request.headers.get("User-Agent", ""),
-                    request.remote)
+        if response.status >= 500 or _http_logger.isEnabledFor(logging.DEBUG):
+            log_request(request.method, request.raw_path, response.status,
+                        time.monotonic() - started, request.headers.get("User-Agent", ""),
+                        request.remote)
         return response
 
     return recovery_filter
