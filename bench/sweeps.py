@@ -224,6 +224,7 @@ def sizes(bench: Bench) -> Rows:
                               connections=4)
             values = {"get_per_s": got["rps"], "create_per_s": made["rps"],
                       "get_p50_ms": got["p50_ms"], "create_p50_ms": made["p50_ms"],
+                      "get_cpu_us": _per(got), "create_cpu_us": _per(made),
                       "get_mib_per_s": got["rps"] * size / 2**20,
                       "errors": _errors(got) + _errors(made)}
             _note("size KiB", kib, server.label, values)
@@ -245,9 +246,11 @@ PANELS = {
     "watchers": [("p99_ms", "delivery p99 (ms)", True), ("cpu_us_per_event",
                                                          "server CPU us per event", True),
                  ("delivered_pct", "% of events delivered", False)],
-    "apiservices": [("rps", "requests/s", False), ("p99_ms", "p99 (ms)", False)],
+    "apiservices": [("rps", "requests/s", True), ("cpu_us_per_request",
+                                                   "gateway CPU us per request", False),
+                    ("p99_ms", "p99 (ms)", True)],
     "sizes": [("get_per_s", "GET/s", True), ("create_per_s", "create/s", True),
-              ("get_mib_per_s", "GET MiB/s", False)],
+              ("get_cpu_us", "server CPU us per GET", True)],
 }
 
 
@@ -278,5 +281,6 @@ def plot(part: str, data: Rows, path: Path) -> None:
         series: dict[str, list] = {}
         for row in data["rows"]:
             series.setdefault(row["server"], []).append((row["x"], row.get(key)))
-        panels.append((ylabel + (" (log)" if logy else ""), series, logy))
+        if any(y is not None for points in series.values() for _, y in points):
+            panels.append((ylabel + (" (log)" if logy else ""), series, logy))
     report.line_plot(path, TITLES[part], data["x"], panels)

@@ -358,6 +358,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--docs", type=Path, default=report.DOCS,
                         help="the document the tables go into")
     parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument("--plot-from", type=Path, metavar="JSON",
+                        help="only draw the plots again from a run's saved results "
+                             "(docs/performance/vs_go.json)")
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = {
@@ -384,6 +387,12 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = options(argv)
+    if args.plot_from:
+        saved = json.loads(args.plot_from.read_text())
+        for part in ("lists", "watchers", "apiservices", "sizes"):
+            if saved.get(part, {}).get("rows"):
+                sweeps.plot(part, saved[part], args.plot_from.parent / f"{part}.png")
+        return 0
     try:
         if args.reference == "go":
             args.pizza = find_pizza(args.pizza)
