@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.api import CM, ROOT_CA, configmap, rv
+from tests.support import kubeproto
+from tests.support.api import API, CM, ROOT_CA, configmap, rv
+from tests.support.gateway import GatewayProcess, send
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
@@ -21,6 +23,13 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 PARTIAL_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 PARTIAL = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+AUDIT_EVERYTHING = """
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: RequestResponse
+"""
 
 
 def history(api, ns: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], int]:
@@ -75,6 +84,12 @@ def test_lists_from_the_cache_say_what_the_store_says(api, ns):
     code, raw = api.gw.request("GET", cached, headers={"Accept": "application/yaml"})
     assert code == 200
     assert items(yaml.safe_load(raw)) == current
+    code, raw = api.gw.request("GET", cached, headers={"Accept": PROTOBUF})
+    assert code == 200
+    answer = kubeproto.decode(raw, kubeproto.CORE + "ConfigMapList", "v1", "ConfigMapList")
+    assert [(i.metadata.name, i.metadata.resourceVersion, dict(i.data)) for i in answer.items] \
+        == [(name, obj["metadata"]["resourceVersion"], obj["data"])
+            for name, obj in sorted(current.items())]
     code, table = api.get(f"{cached}&includeObject=Object", Accept=TABLE)
     assert code == 200, table
     assert {row["object"]["metadata"]["name"]: row["object"] for row in table["rows"]} == current
@@ -153,3 +168,41 @@ def test_served_versions_are_never_the_stored_encoding(api, gateway, ns):
                            max_events=1)
         assert [(e["type"], e["object"]["apiVersion"]) for e in events] == [
             ("ADDED", f"{group}/{version}")]
+
+
+def test_lists_from_the_cache_are_audited_whole(tmp_path):
+    """A list answered from spliced encodings (JSON) or decoded one item at a time (protobuf)
+    is recorded whole by an audit policy that keeps response objects."""
+    (tmp_path / "policy.yaml").write_text(AUDIT_EVERYTHING)
+    log = tmp_path / "audit.log"
+    with GatewayProcess(tmp_path / "gw", "--audit-log-path", str(log),
+                        "--audit-policy-file", str(tmp_path / "policy.yaml")) as gw:
+        api = API(gw)
+        ns = api.namespace()
+        path = CM.format(ns=ns)
+        for name in ("a", "b"):
+            assert api.post(path, configmap(name, v=name))[0] == 201
+        code, listed = api.get(path)
+        expected = items(listed)
+        cached = f"{path}?resourceVersion={listed['metadata']['resourceVersion']}" \
+                 "&resourceVersionMatch=NotOlderThan"
+        for accept in ("application/json", PROTOBUF):
+            code, raw, headers = send(gw.url + cached, "GET", gw.ssl_context(),
+                                      headers={"Accept": accept})
+            assert code == 200, raw[:300]
+            if accept == PROTOBUF:
+                answer = kubeproto.decode(raw, kubeproto.CORE + "ConfigMapList", "v1",
+                                          "ConfigMapList")
+                assert {i.metadata.name: dict(i.data) for i in answer.items} == {
+                    name: obj["data"] for name, obj in expected.items()}
+            else:
+                assert items(json.loads(raw)) == expected
+
+            def recorded(audit_id: str = headers["Audit-ID"]) -> dict[str, Any]:
+                done = [e for e in map(json.loads, log.read_text().splitlines())
+                        if e["auditID"] == audit_id and e["stage"] == "ResponseComplete"]
+                assert done, "no ResponseComplete event yet"
+                return done[0]
+
+            event = eventually(recorded, what="the list's audit event")
+            assert items(event["responseObject"]) == expected, accept
