@@ -140,6 +140,8 @@ def start_gateway(workdir: Path, key: str, *extra: str) -> Server:
 
 def find_pizza(explicit: str | None) -> str:
     """pizza-apiserver: --pizza-apiserver, $PIZZA_APISERVER, or where go-reference.sh puts it."""
+    if explicit and not Path(explicit).is_file():
+        raise ToolMissing(f"no pizza-apiserver at {explicit}")
     candidates = [explicit, os.environ.get("PIZZA_APISERVER"),
                   str(Path(os.environ.get("GOTOOL", "/tmp/gotool")) / "pizza-apiserver")]
     for candidate in candidates:

