@@ -139,8 +139,8 @@ class RemoteNamespacedResources:
         try:
             address = await self.resolver.resolve(service.namespace, service.name, service.port)
         except ResolveError as err:
-            log.info("namespace controller: a backend's Service does not resolve",
-                     apiservice=route.name, error=str(err))
+            log.debug("namespace controller: a backend's Service does not resolve",
+                      apiservice=route.name, error=str(err))
             raise client_error(503, "text/plain", b"service unavailable") from None
         host = f"[{address.host}]" if ":" in address.host else address.host
         url = URL(f"https://{host}:{address.port}{path}", encoded=True)
@@ -161,8 +161,8 @@ class RemoteNamespacedResources:
         except TimeoutError:
             raise client_error(504, "text/plain", b"") from None
         except (aiohttp.ClientError, OSError, ValueError) as err:
-            log.info("namespace controller: a backend cannot be reached",
-                     apiservice=route.name, error=describe_error(err, address))
+            log.debug("namespace controller: a backend cannot be reached",
+                      apiservice=route.name, error=describe_error(err, address))
             raise client_error(503, "text/plain", b"error trying to reach service") from None
         if 300 <= code < 400 and location:
             raise client_error(502, "text/plain", REDIRECT_REFUSED)

@@ -163,6 +163,8 @@ class NamespaceController:
         #: The resources of remote APIServices and the failures of their discovery.
         self.remote = remote
         self._working: dict[str, asyncio.Task[None]] = {}
+        #: namespace -> the failure its last pass logged (a stuck namespace logs once)
+        self._failing: dict[str, str] = {}
 
     async def run(self) -> None:
         """Follow namespaces forever; start a clean-up for each one being deleted."""
@@ -191,7 +193,11 @@ class NamespaceController:
             return
         task = asyncio.get_running_loop().create_task(self._clean(name))
         self._working[name] = task
-        task.add_done_callback(lambda _: self._working.pop(name, None))
+        task.add_done_callback(lambda _: self._forget(name))
+
+    def _forget(self, name: str) -> None:
+        self._working.pop(name, None)
+        self._failing.pop(name, None)
 
     async def _clean(self, name: str) -> None:
         """Passes until the namespace is empty and finalized (or gone)."""
@@ -218,19 +224,25 @@ class NamespaceController:
         totals = await self.delete_content(name)
         await self._write_conditions(namespace, wanted_conditions(totals))
         if not totals.done:
-            if totals.discovery_failures or totals.errors:
-                log.info("namespace deletion failed; retrying", namespace=name,
-                         discovery=discovery_error(totals.discovery_failures)
-                         if totals.discovery_failures else None,
-                         errors=sorted(totals.errors) or None)
-            else:
-                log.debug(f"some content remains in the namespace, estimate {totals.estimate} "
-                          "seconds before it is removed", namespace=name)
+            self._log_pass(name, totals)
             return False
         if FINALIZER in spec_finalizers:
             await self._finalize(name)
             log.info("namespace emptied and finalized", namespace=name)
         return True
+
+    def _log_pass(self, name: str, totals: ContentTotals) -> None:
+        """Why a pass did not finish: a failure at info level when it is new, else debug."""
+        failure = "; ".join(filter(None, (
+            discovery_error(totals.discovery_failures) if totals.discovery_failures else "",
+            ", ".join(sorted(totals.errors)))))
+        if failure and self._failing.get(name) != failure:
+            self._failing[name] = failure
+            log.info("deletion of a namespace failed; retrying", namespace=name, error=failure)
+        elif not failure:
+            self._failing.pop(name, None)
+        log.debug(f"some content remains in the namespace, estimate {totals.estimate} seconds "
+                  "before it is removed", namespace=name, failure=failure or None)
 
     def discover(self) -> Discovered:
         """What to empty this pass: the gateway's own stores, then remote APIServices'."""
