@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Callable
 from email.utils import formatdate
@@ -52,6 +51,7 @@ from gateway.auth.authn.requestheader import RequestHeaderConfig
 from gateway.server.filters.authentication import CredentialHeaders
 from gateway.server.genericapiserver import Handler
 from gateway.server.request import RESPONSE_STREAM
+from gateway.transport import wire
 
 log = structlog.get_logger("gateway.http")
 
@@ -62,29 +62,16 @@ KEEPALIVE_TIMEOUT = 75.0
 #: How often idle connections are looked at.
 _TICK = 1.0
 _METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
-#: A strictly well-formed HTTP/1.1 request head, without its final blank line: the request
-#: line (origin-form target of visible ASCII), then header fields with token names and
-#: values without control characters.
-_HEAD = re.compile(rb"[A-Z]+ /[!-~]* HTTP/1\.1"
-                   rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*)*")
-#: Request headers that send a request to aiohttp whatever their value.
-_DECLINED = frozenset({"transfer-encoding", "upgrade", "expect"})
 _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 
 
 def parse_head(raw: bytes) -> tuple[str, str, CIMultiDict[str]] | None:
     """(method, target, headers) of a request head without its final blank line, or None
-    when it is not strictly well-formed HTTP/1.1."""
-    if _HEAD.fullmatch(raw) is None:
+    when it is not strictly well-formed HTTP/1.1 (gateway/transport/wire.py)."""
+    parsed = wire.parse_request_head(raw)
+    if parsed is None:
         return None
-    lines = raw.decode("utf-8", "surrogateescape").split("\r\n")
-    method, target, _ = lines[0].split(" ")
-    headers: CIMultiDict[str] = CIMultiDict()
-    add = headers.add
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        add(name, value.strip(" \t"))
-    return method, target, headers
+    return parsed[0], parsed[1], CIMultiDict(parsed[2])
 
 
 class LaneRequest(dict):  # type: ignore[type-arg]
@@ -139,7 +126,8 @@ class FastLane:
         # what sends a request to aiohttp, as it appears in a lowered head: a header line
         # starting with one of these
         credentials = CredentialHeaders(front_proxy)
-        names = {*_DECLINED, *(credentials.exact - {"authorization"}),
+        names = {"transfer-encoding", "upgrade", "expect",
+                 *(credentials.exact - {"authorization"}),
                  *(("origin",) if cors else ())}
         self._markers = tuple(
             [b"\r\n" + name.encode() + b":" for name in sorted(names)] +
@@ -293,71 +281,16 @@ class LaneStream:
 
     def _head(self, code: int, reason: str, headers: Any, length: int | None,
               wanted: CIMultiDict[str] | None) -> bytes:
-        """The response head as aiohttp prepares one: the filters' headers (``wanted``) first
-        as aiohttp's side merges them (gateway.apimachinery.context.merge_streamed_headers),
-        then Content-Length or chunked framing, Content-Type, Date, Server and Connection
-        as aiohttp adds them. Notes whether the body is chunked."""
-        if wanted:
-            own, held = [], []
-            for pair in headers:
-                (held if pair[0] in wanted else own).append(pair)
-            names: dict[str, str] = {}
-            for key in wanted:  # each name once, as it was first set
-                names.setdefault(key.lower(), key)
-            for lower, name in names.items():
-                ours = wanted.getall(name)
-                own += [(name, value) for value in ours]
-                own += [(k, v) for k, v in held if k.lower() == lower and v not in ours]
-            headers = own
-        empty = self.method == "HEAD" or code in (204, 304) or 100 <= code < 200
-        lines = [f"HTTP/1.1 {code} {reason}\r\n"]
-        declared: str | None = None
-        has_type = has_date = has_server = has_connection = False
-        for name, value in headers:
-            lower = name.lower()
-            if lower == "content-length":
-                if declared is None:
-                    declared = value
-                continue
-            if lower == "transfer-encoding":
-                continue
-            if lower == "content-type":
-                has_type = True
-            elif lower == "date":
-                has_date = True
-            elif lower == "server":
-                has_server = True
-            elif lower == "connection":
-                has_connection = True
-            lines.append(f"{name}: {value}\r\n")
-        if declared is not None and (length is None or empty):
-            length = int(declared)
-        if empty:
-            # none for these codes (aiohttp drops it); a HEAD keeps the length declared, or
-            # gives a whole body's
-            if not (code in (204, 304) or 100 <= code < 200) and \
-                    (declared is not None or length):
-                lines.append(f"Content-Length: {length}\r\n")
-        else:
-            if length is None:
-                self.chunked = True
-                lines.append("Transfer-Encoding: chunked\r\n")
-            else:
-                lines.append(f"Content-Length: {length}\r\n")
-            if length != 0 and not has_type:
-                lines.append("Content-Type: application/octet-stream\r\n")
-        if not has_date:
-            lines.append(f"Date: {_http_date()}\r\n")
-        if not has_server:
-            lines.append(_SERVER)
-        if not has_connection and not self.keep_alive:
-            lines.append("Connection: close\r\n")
-        lines.append("\r\n")
+        """The response head as aiohttp prepares one (gateway/transport/wire.py), the
+        filters' headers (``wanted``) merged in as aiohttp's side merges them; notes whether
+        the body is chunked."""
+        head, self.chunked = wire.response_head(
+            code, reason, headers, list(wanted.items()) if wanted else None, length,
+            self.method == "HEAD", self.keep_alive, _http_date(), SERVER_SOFTWARE)
         self.started = True
-        return "".join(lines).encode("utf-8", "surrogateescape")
+        return head
 
 
-_SERVER = f"Server: {SERVER_SOFTWARE}\r\n"
 _date: tuple[int, str] = (0, "")
 
 

@@ -64,7 +64,7 @@ from gateway.apimachinery.context import REQUEST_INFO, USER
 from gateway.apimachinery.user import UserInfo
 from gateway.server.filters.requestid import REQUEST_ID
 from gateway.server.request import RESPONSE_STARTED, Request, Response, stream_for
-from gateway.transport import clients, goerrors, relay
+from gateway.transport import clients, goerrors, relay, wire
 from gateway.transport.clients import ClientManager, TLSConfigError
 from gateway.transport.resolver import ResolveError, ServiceAddress, ServiceResolver
 
@@ -316,12 +316,7 @@ class Proxy:
         cannot be reached, 502 for a redirect). ``headers`` are ``forwarded_pairs``; the
         request head is the one aiohttp would write (Host first)."""
         name = route.name
-        lines = [f"{method} {target} HTTP/1.1\r\nHost: {_hostport(address)}\r\n"]
-        lines += [f"{k}: {v}\r\n" for k, v in headers]
-        if method == "DELETE" and not any(k.lower() == "content-length" for k, _ in headers):
-            lines.append("Content-Length: 0\r\n")  # as aiohttp adds for a bodiless DELETE
-        lines.append("\r\n")
-        head = "".join(lines).encode("utf-8", "surrogateescape")
+        head = wire.request_head(method, target, _hostport(address), headers)
         pools = self.clients.relay
         key = (address.host, address.port, address.server_name, context)
         started = time.monotonic()

@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
+from gateway.transport import wire
+
 #: An idle connection is closed after this long.
 IDLE_TIMEOUT = 30.0
 #: Idle connections kept at most per key.
@@ -209,54 +211,12 @@ async def send(conn: Connection, head: bytes, method: str) -> Response:
             return response
 
 
-#: The response headers the relay itself reads.
-_FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})
-
-
 def _parse(conn: Connection, raw: bytes, method: str) -> Response | None:
-    """The response head in ``raw`` (with its final blank line); None for an interim 1xx.
-    Decoded once (UTF-8, undecodable bytes kept as surrogates so they go out as they came)."""
-    lines = raw[:-4].decode("utf-8", "surrogateescape").split("\r\n")
-    status_line = lines[0].split(" ", 2)
-    code = status_line[1] if len(status_line) > 1 else ""
-    if not status_line[0].startswith("HTTP/1.") or len(code) != 3 or not code.isdigit() \
-            or not code.isascii():
-        raise ValueError(f"malformed HTTP response {raw[:64]!r}")
-    status = int(code)
-    if 100 <= status < 200 and status != 101:
+    """The response head in ``raw`` (with its final blank line); None for an interim 1xx;
+    ValueError when it is malformed (gateway/transport/wire.py)."""
+    parsed = wire.parse_response_head(raw)
+    if parsed is None:
         return None
-    reason = status_line[2] if len(status_line) > 2 else ""
-    headers: list[tuple[str, str]] = []
-    length: int | None = None
-    chunked = False
-    keep_alive = status_line[0] == "HTTP/1.1"
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ValueError(f"malformed response header {line[:64]!r}")
-        value = value.strip(" \t")
-        headers.append((name, value))
-        lower = name.lower()
-        if lower not in _FRAMING:
-            continue
-        if lower == "content-length":
-            if not (value.isascii() and value.isdigit()) or \
-                    (length is not None and length != int(value)):
-                raise ValueError("bad Content-Length")
-            length = int(value)
-        elif lower == "transfer-encoding":
-            chunked = value.lower().rsplit(",", 1)[-1].strip() == "chunked"
-            if not chunked:
-                keep_alive = False
-        else:
-            tokens = {t.strip() for t in value.lower().split(",")}
-            if "close" in tokens:
-                keep_alive = False
-            elif "keep-alive" in tokens:
-                keep_alive = True
-    if chunked:
-        length = None
+    status, reason, headers, length, chunked, keep_alive = parsed
     no_body = method == "HEAD" or status in (204, 304) or status < 200
-    if status == 101:
-        keep_alive = False
     return Response(conn, status, reason, headers, length, chunked, keep_alive, no_body)
