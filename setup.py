@@ -13,8 +13,9 @@ except ImportError:  # no Cython in the build environment: the pure-Python fallb
     extensions = []
 else:
     extensions = cythonize(
-        [Extension("gateway.transport._wire", ["gateway/transport/_wire.pyx"],
-                   optional=True)],
+        [Extension("gateway.transport._wire", ["gateway/transport/_wire.pyx"])],
         compiler_directives={"language_level": "3"}, quiet=True)
+    for extension in extensions:  # cythonize does not carry it over
+        extension.optional = True  # a failed compile is a warning: the fallback is used
 
 setup(ext_modules=extensions)
