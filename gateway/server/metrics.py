@@ -161,11 +161,12 @@ class Metrics:
         self._counters: dict[tuple, Any] = {}
         self._histograms: dict[tuple, Any] = {}
         self._gauges: dict[tuple, Any] = {}
+        self._series: dict[tuple[str, ...], Series] = {}
         self.storage = Histogram("etcd_request_duration_seconds",
                                  "Storage operation latency, by operation and resource.",
                                  ["operation", "type"], buckets=STORAGE_BUCKETS, registry=r)
 
-    def labels(self, request: web.BaseRequest, info: RequestInfo) -> tuple[str, ...]:
+    def labels(self, request: Any, info: RequestInfo) -> tuple[str, ...]:
         return self.labels_of(request.method, request.headers.get("Content-Type", ""),
                               "dryRun" in request.query, info)
 
@@ -199,6 +200,17 @@ class Metrics:
         counter.pending += 1
         histogram.observe(time.monotonic() - started)
 
+    def series(self, request: Any, info: RequestInfo) -> Series:
+        """What a request is counted in: its label set's in-flight gauge, latency histogram
+        and counters by code, found with one look-up."""
+        labels = self.labels(request, info)
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = Series(
+                self, labels, self.inflight_gauge(labels, info.is_long_running,
+                                                  info.is_mutating))
+        return series
+
     def inflight_gauge(self, labels: tuple[str, ...], long_running: bool,
                        mutating: bool) -> Tally:
         """The gauge of requests in flight a request counts in (inc, then dec)."""
@@ -213,6 +225,25 @@ class Metrics:
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(body=generate_latest(self.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class Series:
+    """One label set's request metrics (see Metrics.series)."""
+
+    __slots__ = ("counters", "gauge", "histogram", "labels", "metrics")
+
+    def __init__(self, metrics: Metrics, labels: tuple[str, ...], gauge: Tally) -> None:
+        self.metrics, self.labels, self.gauge = metrics, labels, gauge
+        self.histogram = histogram_tally(metrics.registry, metrics.latency.labels(*labels))
+        self.counters: dict[int, Tally] = {}
+
+    def observe(self, code: int, seconds: float) -> None:
+        counter = self.counters.get(code)
+        if counter is None:
+            counter = self.counters[code] = tally(
+                self.metrics.registry, self.metrics.requests.labels(*self.labels, str(code)))
+        counter.pending += 1
+        self.histogram.observe(seconds)
 
 
 class StorageTimer:

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import time
 
-from aiohttp import web
-
 from gateway.apimachinery.context import REQUEST_INFO
 from gateway.server.genericapiserver import Handler
 from gateway.server.metrics import Metrics
+from gateway.server.request import Request, Response
 
 
 def with_metrics(handler: Handler, metrics: Metrics) -> Handler:
-    async def metrics_filter(request: web.BaseRequest) -> web.StreamResponse:
-        info = request[REQUEST_INFO]
-        labels = metrics.labels(request, info)
+    async def metrics_filter(request: Request) -> Response:
+        series = metrics.series(request, request[REQUEST_INFO])
         started = time.monotonic()
-        gauge = metrics.inflight_gauge(labels, info.is_long_running, info.is_mutating)
-        gauge.inc()
+        gauge = series.gauge
+        gauge.pending += 1
         code = 500
         try:
             response = await handler(request)
@@ -27,7 +25,7 @@ def with_metrics(handler: Handler, metrics: Metrics) -> Handler:
             code = getattr(err, "code", 500)
             raise
         finally:
-            gauge.dec()
-            metrics.observe(labels, code, started)
+            gauge.pending -= 1
+            series.observe(code, time.monotonic() - started)
 
     return metrics_filter
