@@ -743,11 +743,13 @@ def report(args, closed: dict[str, list[Result]], opened: dict[str, Result],
     for key, results in closed.items():
         cpu = [r.cpu for r in results if r.cpu is not None]
         # the server's CPU time per request: steadier than req/s when the machine is shared
-        per_request = median([r.cpu / r.rps * 1e6 for r in results if r.cpu and r.rps])
+        # (none when a short run saw no clock tick of it)
+        per_request = [r.cpu / r.rps * 1e6 for r in results if r.cpu and r.rps]
+        shown = f"{median(per_request):.0f}" if per_request else "-"
         print(f"{labels[key]:<36} {median(rps[key]):>9,.0f} {spread(rps[key]):>26} "
               f"{ms(median([r.p50 for r in results])):>7} "
               f"{ms(median([r.p99 for r in results])):>7} "
-              f"{cores(median(cpu) if cpu else None):>10} {per_request:>10.0f} "
+              f"{cores(median(cpu) if cpu else None):>10} {shown:>10} "
               f"{sum(r.errors for r in results):>6}")
     med = {key: median(values) for key, values in rps.items()}
     if "c" in med and "b" in med:

@@ -192,8 +192,9 @@ class FastLane:
             stream.abort()
             return False
         if not stream.started:
-            if not isinstance(response, web.Response):  # nothing the lane could write
-                log.error("the fast lane cannot write this response",
+            if not isinstance(response, web.Response) or \
+                    not isinstance(response.body, bytes | bytearray | None):
+                log.error("the fast lane cannot write this response",  # a streamed one
                           response=type(response).__name__)
                 stream.abort()
                 return False
@@ -271,8 +272,7 @@ class LaneStream:
         headers already (the request id filter gave them)."""
         if response.keep_alive is False:  # force_close()d (the drain tracking filter)
             self.keep_alive = False
-        body = response.body
-        assert isinstance(body, bytes | bytearray)
+        body = response.body or b""
         self.status = response.status
         head = self._head(response.status, response.reason, response.headers.items(),
                           len(body), None)
