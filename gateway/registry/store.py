@@ -435,7 +435,8 @@ class RESTStore:
             return copy_object(obj)
 
         return await self._write(namespace, name, replace, options,
-                                 may_create=self.strategy.allow_create_on_update)
+                                 may_create=self.strategy.allow_create_on_update,
+                                 known=_revision_or_zero(meta.get("resourceVersion")))
 
     async def patch(self, namespace: str, name: str,
                     mutate: Callable[[Object | None], Object], options: WriteOptions, *,
@@ -453,7 +454,10 @@ class RESTStore:
 
     async def _write(self, namespace: str, name: str,
                      make: Callable[[Object | None], Awaitable[Object]],
-                     options: WriteOptions, *, may_create: bool) -> tuple[Object, bool]:
+                     options: WriteOptions, *, may_create: bool,
+                     known: int = 0) -> tuple[Object, bool]:
+        """``known``: a revision the client has seen of the object (the cache's copy is no
+        starting point for the write if older)."""
         key = self.resource.key(namespace, name)
         created = False
 
@@ -474,7 +478,8 @@ class RESTStore:
         if options.dry_run:
             return await self._out(await self._dry_run_write(key, update)), created
         try:
-            result = await self.cacher.guaranteed_update(key, update, ignore_not_found=may_create)
+            result = await self.cacher.guaranteed_update(key, update, ignore_not_found=may_create,
+                                                         min_revision=known)
         except StorageError as err:
             raise self._status(err, name) from None
         if _finished_deleting(self.strategy, result):
@@ -654,6 +659,14 @@ def _keep_system_metadata(meta: dict[str, Any], current: dict[str, Any]) -> None
     if meta.get("deletionGracePeriodSeconds") is None and \
             current.get("deletionGracePeriodSeconds") is not None:
         meta["deletionGracePeriodSeconds"] = current["deletionGracePeriodSeconds"]
+
+
+def _revision_or_zero(resource_version: Any) -> int:
+    """A resourceVersion as the revision it names; 0 when it names none."""
+    try:
+        return int(resource_version)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _generated_name(base: str) -> str:

@@ -616,10 +616,13 @@ class Cacher:
         *,
         preconditions: Preconditions | None = None,
         ignore_not_found: bool = False,
+        min_revision: int = 0,
     ) -> Object:
+        """``min_revision``: the caller knows of that revision of the object; a cached copy
+        older than it is stale for sure, and not offered to the store."""
         updated = await self.storage.guaranteed_update(
             key, update, preconditions=preconditions, ignore_not_found=ignore_not_found,
-            cached=self._cached_state(key),
+            cached=self._cached_state(key, min_revision),
         )
         await self._applied(_revision_of(updated))
         return updated
@@ -637,11 +640,13 @@ class Cacher:
             await self._applied(await self.storage.current_revision())
         return deleted
 
-    def _cached_state(self, key: str) -> tuple[int, bytes] | None:
+    def _cached_state(self, key: str, min_revision: int = 0) -> tuple[int, bytes] | None:
         """The cache's (revision, JSON) of ``key`` for a write to start from, perhaps stale
         (the store tries again on what it reads when anything fails on it)."""
         known = self._objects.get(key) if self.ready else None
-        return (known.revision, known.data) if known is not None else None
+        if known is None or known.revision < min_revision:
+            return None
+        return known.revision, known.data
 
     async def count(self, prefix: str) -> int:
         return await self.storage.count(prefix)
