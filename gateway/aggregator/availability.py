@@ -96,6 +96,10 @@ class AvailabilityController:
         self.resync_period = resync_period
         self.workers = workers
         self.queue = WorkQueue(backoff_max=BACKOFF_MAX)
+        #: Discovery attempts still running after their check was decided (each ends within
+        #: ATTEMPT_DEADLINE): left to finish, as kube leaves its goroutines, since cutting a
+        #: TLS handshake short makes uvloop log a fatal SSL error with a traceback.
+        self._lingering: set[asyncio.Future[str | None]] = set()
 
     # -- running ------------------------------------------------------------------------------
 
@@ -116,6 +120,8 @@ class AvailabilityController:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            for attempt in list(self._lingering):
+                attempt.cancel()
             self.queue.close()
 
     async def _on_apiservice(self, event: Any) -> None:
@@ -266,8 +272,15 @@ class AvailabilityController:
                 last = error
         finally:
             for attempt in attempts:
-                attempt.cancel()
+                if not attempt.done():
+                    self._lingering.add(attempt)
+                    attempt.add_done_callback(self._settled)
         raise Unavailable("False", "FailedDiscoveryCheck", last or "discovery check failed")
+
+    def _settled(self, attempt: asyncio.Future[str | None]) -> None:
+        self._lingering.discard(attempt)
+        if not attempt.cancelled():
+            attempt.exception()  # retrieved: an attempt's failure is no unhandled error
 
     async def _attempt(self, namespace: str, name: str, port: int, path: str) -> str | None:
         """One discovery request: None when it passed, else why not (in kube's words)."""
