@@ -67,6 +67,19 @@ def test_memory_bench(tmp_path: Path) -> None:
     assert "<!-- memory latest begin -->" in docs.read_text()
 
 
+def test_ab_bench() -> None:
+    """Two versions (here the same working tree twice) through every operation."""
+    out = run_bench("ab.py", "--before", str(ROOT), "--objects", "30", "--rounds", "1",
+                    "--seconds", "0.5", "--watchers", "3", "--rate", "10",
+                    "--watch-seconds", "0.5", timeout=400)
+    for store in ("sqlite", "etcd"):
+        for op in ("get", "list500", "list10k", "cached10k", "cached500", "pbcached10k",
+                   "pbcached500", "watch"):
+            assert re.search(rf"^{store} +{op} +before .* after/before +[0-9.]+$", out,
+                             re.MULTILINE), (store, op, out)
+    assert "errors" not in out and "3/3 complete" in out
+
+
 def test_vs_go_bench_without_the_go_reference(tmp_path: Path) -> None:
     """Every part at the smallest sizes, gateway only (no pizza-apiserver in CI); the docs
     block and the plots go to a temporary file."""
