@@ -291,6 +291,8 @@ class RESTStore:
             values.update(self.strategy.field_set(obj))
             return fields.matches(values)
 
+        if fields.empty:  # labels alone decide: the watch cache answers from them
+            matches.on_labels = labels.matches  # type: ignore[attr-defined]
         return matches
 
     # -- reads ----------------------------------------------------------------------------

@@ -22,19 +22,26 @@ from gateway.storage.interface import Object
 class CachedObject:
     """An object version's JSON bytes and, when kept, its shared decoded dict."""
 
-    __slots__ = ("_object", "data", "revision")
+    __slots__ = ("_object", "data", "labels", "revision")
 
-    def __init__(self, data: bytes, revision: int, obj: Object | None = None) -> None:
+    def __init__(self, data: bytes, revision: int, obj: Object | None = None,
+                 labels: dict[str, str] | None = None) -> None:
         #: The object's JSON with its resourceVersion: what a JSON answer sends.
         self.data = data
         self.revision = revision
         self._object = obj
+        #: The object's labels (None: none), so a label selector is answered without decoding
+        #: the object, as kube's cache keeps each object's labels beside it.
+        self.labels = labels
 
     @classmethod
     def encode(cls, obj: Object, revision: int, *, keep: bool = False) -> CachedObject:
         """``obj`` (stamped with ``revision``) encoded once; with ``keep``, ``obj`` itself is
         kept as the shared dict, so it must not be changed afterwards by anyone."""
-        return cls(codec.dumps_to_keep(obj), revision, obj if keep else None)
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        return cls(codec.dumps_to_keep(obj), revision, obj if keep else None,
+                   labels if isinstance(labels, dict) and labels else None)
 
     @property
     def kept(self) -> bool:

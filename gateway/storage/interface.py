@@ -28,6 +28,9 @@ Object = dict[str, Any]
 UpdateFunc = Callable[[Object | None], Awaitable[Object]]
 
 #: A filter applied to objects in lists and watches (label and field selectors).
+#: Whether an object is selected. One that reads only the object's labels may say so with an
+#: attribute ``on_labels``, a function of the labels alone (the watch cache then needs no
+#: decoded object to answer it).
 Predicate = Callable[[Object], bool]
 
 

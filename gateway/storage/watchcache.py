@@ -494,7 +494,7 @@ class Cacher:
         objects = self._objects
         versions = [objects[k] for k in self._keys_under(prefix)]
         if predicate is not None:
-            versions = [cached for cached in versions if predicate(cached.decode())]
+            versions = [cached for cached in versions if _selected(predicate, cached)]
         return ListResult(encoded=versions, revision=self.revision)
 
     def _keys_under(self, prefix: str) -> list[str]:
@@ -569,12 +569,9 @@ class Cacher:
         objects = self._objects
         for key in self._keys_under(prefix):
             cached = objects[key]
-            obj = None
-            if predicate is not None:
-                obj = cached.decode()
-                if not predicate(obj):
-                    continue
-            events.append(WatchEvent(EventType.ADDED, key, obj, cached.revision, encoded=cached))
+            if predicate is not None and not _selected(predicate, cached):
+                continue
+            events.append(WatchEvent(EventType.ADDED, key, None, cached.revision, encoded=cached))
         return events
 
     def _replay(self, prefix: str, predicate: Predicate | None, after: int) -> list[WatchEvent]:
@@ -653,6 +650,15 @@ class Cacher:
 
     async def current_revision(self) -> int:
         return await self.storage.current_revision()
+
+
+def _selected(predicate: Predicate, cached: CachedObject) -> bool:
+    """Whether a cached version matches: from its labels alone when the predicate reads
+    nothing else (``on_labels``), else from the decoded object."""
+    on_labels = getattr(predicate, "on_labels", None)
+    if on_labels is not None:
+        return on_labels(cached.labels or {})
+    return predicate(cached.decode())
 
 
 def _revision_of(obj: Object) -> int:

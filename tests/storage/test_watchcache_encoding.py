@@ -210,3 +210,45 @@ def test_spliced_items_write_the_json_their_objects_would(monkeypatch, splice):
     assert orjson.loads(codec.dumps(listed)) == {"kind": "ConfigMapList", "items": items}
     if splice:
         assert codec.dumps(listed) == codec.dumps({"kind": "ConfigMapList", "items": items})
+
+
+def label_predicate(selector: str):
+    """A predicate as the REST store makes for a label selector: ``on_labels`` answers from
+    the labels; the object form must not be needed (it fails the test if called)."""
+    from gateway.apimachinery.labels import parse_label_selector
+
+    labels = parse_label_selector(selector)
+
+    def on_object(obj: dict) -> bool:
+        raise AssertionError("the cache decoded an object to answer a label selector")
+
+    on_object.on_labels = labels.matches  # type: ignore[attr-defined]
+    return on_object
+
+
+async def test_label_selectors_are_answered_from_each_versions_labels(store):
+    cacher = await started(store)
+    try:
+        await store.create(key("a"), configmap("a", {"app": "one"}, namespace="default"))
+        await store.create(key("b"), configmap("b", {"app": "two"}, namespace="default"))
+        await store.create(key("c"), configmap("c", namespace="default"))
+        relabel = await store.guaranteed_update(key("b"), _relabelled({"app": "one"}))
+        await cacher.wait_fresh(rv(relabel))
+        listed = await cacher.list_cached(P, predicate=label_predicate("app=one"))
+        assert [sent(c)["metadata"]["name"] for c in listed.encoded] == ["a", "b"]
+        none = await cacher.list_cached(P, predicate=label_predicate("app"))
+        assert len(none.encoded) == 2
+        watch = await cacher.watch_cached(P, predicate=label_predicate("!app"),
+                                          send_initial=True)
+        first = await watch.__anext__()
+        assert first.key == key("c")
+        watch.stop()
+    finally:
+        await cacher.close()
+
+
+def _relabelled(labels: dict[str, str]):
+    async def update(current: dict[str, Any]) -> dict[str, Any]:
+        return {**current, "metadata": {**current["metadata"], "labels": labels}}
+
+    return update
