@@ -24,9 +24,13 @@ aiohttp, which answers it, errors included):
 - no Impersonate-* header, no front-proxy header (X-Remote-*) and at most one Authorization;
   no ``Origin`` when CORS is configured; auditing off (the gateway makes no lane then).
 
-Responses carry the headers aiohttp would write (Date, Server, Content-Length or chunked
-framing, Connection: close); ``tests/e2e/test_fast_lane.py`` and ``tests/e2e/test_proxy_verbs.py``
-compare both lanes' answers.
+Responses carry the headers aiohttp would write (Date, Content-Length or chunked framing,
+Connection: close; no Server header, as neither writes one: gateway/server/httpserver.py);
+``tests/e2e/test_fast_lane.py`` and ``tests/e2e/test_proxy_verbs.py`` compare both lanes'
+answers. The lane keeps Go's connection limits as aiohttp's side does (httpserver.py): a head
+must arrive within the header timeout of its first byte (of the connection, for the first),
+a connection idle past the idle timeout is closed, and a head longer than the lane reads goes
+to aiohttp, which answers 431 past Go's limit.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict, MultiDict, MultiDictProxy
 from yarl import URL
 
@@ -50,6 +53,7 @@ from gateway.apimachinery.requestinfo import parse_request_info
 from gateway.auth.authn.requestheader import RequestHeaderConfig
 from gateway.server.filters.authentication import CredentialHeaders
 from gateway.server.genericapiserver import Handler
+from gateway.server.httpserver import IDLE_TIMEOUT, READ_HEADER_TIMEOUT, GoRequestHandler
 from gateway.server.request import RESPONSE_STREAM
 from gateway.transport import wire
 
@@ -57,9 +61,7 @@ log = structlog.get_logger("gateway.http")
 
 #: Longest request head the lane parses (aiohttp's own line limit): longer ones go to aiohttp.
 MAX_HEAD = 8190
-#: An idle keep-alive connection is closed after this long (aiohttp's keepalive_timeout).
-KEEPALIVE_TIMEOUT = 75.0
-#: How often idle connections are looked at.
+#: How often idle connections and heads being read are looked at.
 _TICK = 1.0
 _METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
@@ -207,10 +209,14 @@ class FastLane:
         self._sweeper = asyncio.get_running_loop().call_later(_TICK, self._tick)
 
     def _tick(self) -> None:
-        """Idle connections past the keep-alive timeout are closed."""
+        """Connections idle past the idle timeout, or reading a head past the header
+        timeout, are closed (as Go closes them: without an answer)."""
         now = time.monotonic()
         for conn in list(self.connections):
-            if conn.idle_since is not None and now - conn.idle_since > KEEPALIVE_TIMEOUT:
+            if conn.head_since is not None:
+                if now - conn.head_since > READ_HEADER_TIMEOUT:
+                    conn.close()
+            elif conn.idle_since is not None and now - conn.idle_since > IDLE_TIMEOUT:
                 conn.close()
         self._sweeper = asyncio.get_running_loop().call_later(_TICK, self._tick)
 
@@ -286,7 +292,7 @@ class LaneStream:
         the body is chunked."""
         head, self.chunked = wire.response_head(
             code, reason, headers, list(wanted.items()) if wanted else None, length,
-            self.method == "HEAD", self.keep_alive, _http_date(), SERVER_SOFTWARE)
+            self.method == "HEAD", self.keep_alive, _http_date())
         self.started = True
         return head
 
@@ -315,6 +321,9 @@ class LaneProtocol(asyncio.Protocol):
         self.buffer = bytearray()
         self.task: asyncio.Task[None] | None = None
         self.idle_since: float | None = time.monotonic()
+        #: When the head being read began (the connection's start, for its first): None
+        #: while a request is served or the connection waits, idle, for the next.
+        self.head_since: float | None = self.idle_since
         self.remote: str | None = None
         self._more: asyncio.Future[None] | None = None
         self._paused_reading = False
@@ -325,12 +334,15 @@ class LaneProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TLS transport is a Transport in all but its class
         self.transport = transport  # type: ignore[assignment]
+        self.idle_since = self.head_since = time.monotonic()  # the header timeout from here
         peer = transport.get_extra_info("peername")
         self.remote = peer[0] if isinstance(peer, tuple | list) and peer else None
         self.lane.connections.add(self)
         self.task = self.loop.create_task(self._run())
 
     def data_received(self, data: bytes) -> None:
+        if self.head_since is None and self.idle_since is not None and not self.buffer:
+            self.head_since = time.monotonic()  # the first byte of the next head
         self.buffer += data
         more = self._more
         if more is not None and not more.done():
@@ -356,6 +368,8 @@ class LaneProtocol(asyncio.Protocol):
     async def _next_request(self) -> LaneRequest | None:
         """The next request the lane takes; None when the connection closed or went to
         aiohttp (with the request the lane does not take)."""
+        if self.head_since is None and self.buffer:  # pipelined: read while serving
+            self.head_since = time.monotonic()
         while (end := self.buffer.find(b"\r\n\r\n")) < 0:
             if len(self.buffer) > MAX_HEAD:
                 self._hand_over()
@@ -374,6 +388,7 @@ class LaneProtocol(asyncio.Protocol):
             self._hand_over()
             return None
         del self.buffer[:end + 4]
+        self.head_since = None
         return request
 
     def _hand_over(self) -> None:
@@ -386,6 +401,8 @@ class LaneProtocol(asyncio.Protocol):
         protocol = self.fallback()
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
+        if self.head_since is not None and isinstance(protocol, GoRequestHandler):
+            protocol.continue_head(time.monotonic() - self.head_since)  # one timeout a head
         data, self.buffer = bytes(self.buffer), bytearray()
         if data:
             protocol.data_received(data)

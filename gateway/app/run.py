@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import gc
 import ipaddress
+import resource
 import signal
 import socket
 import urllib.parse
@@ -26,6 +27,7 @@ from gateway.auth.audit.policy import PolicyError
 from gateway.auth.authn.serviceaccount import KeyFileError
 from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
+from gateway.server.httpserver import TLS_HANDSHAKE_TIMEOUT, GoServer
 from gateway.server.tls import server_ssl_context
 from gateway.storage.errors import StorageError
 from gateway.transport.clients import ClientCertError
@@ -116,21 +118,34 @@ def _client_cas(options: ServeOptions) -> list[Path]:
 
 class LaneSite(web.TCPSite):
     """aiohttp's TCP site, its connections first served by the proxy's fast lane (which hands
-    them to aiohttp's protocol at the first request it does not take)."""
+    them to aiohttp's protocol at the first request it does not take), TLS handshakes given
+    Go's time (gateway/server/httpserver.py)."""
 
     lane: FastLane | None = None
 
     async def start(self) -> None:
-        if self.lane is None:
-            return await super().start()
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
+        factory = server if self.lane is None else self.lane.protocol_factory(server)
         self._server = await asyncio.get_running_loop().create_server(
-            self.lane.protocol_factory(server), self._host, self._port,
-            ssl=self._ssl_context, backlog=self._backlog, reuse_address=self._reuse_address,
-            reuse_port=self._reuse_port)
-        self.lane.start()
+            factory, self._host, self._port, ssl=self._ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT, backlog=self._backlog,
+            reuse_address=self._reuse_address, reuse_port=self._reuse_port)
+        if self.lane is not None:
+            self.lane.start()
+
+
+def raise_open_file_limit() -> None:
+    """The soft limit on open files raised to the hard one, as Go (1.19 and later) does at
+    start for kube-apiserver: every connection holds a file descriptor, and thousands of
+    idle ones must not keep others out."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError) as err:
+        log.warning("cannot raise the open file limit", error=str(err))
 
 
 async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:
@@ -160,8 +175,9 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
+    raise_open_file_limit()
     # handler_cancellation: a watch whose client went away ends at once, not at its timeout
-    server = web.Server(gateway.handler, access_log=None, handler_cancellation=True)
+    server = GoServer(gateway.handler, access_log=None, handler_cancellation=True)
     runner = web.ServerRunner(server, shutdown_timeout=options.request_timeout)
     await runner.setup()
     site = LaneSite(runner, options.bind_address, options.secure_port,

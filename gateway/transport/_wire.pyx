@@ -188,12 +188,12 @@ def request_head(method, target, host, headers):
 
 
 def response_head(int code, reason, headers, wanted, length, bint head, bint keep_alive,
-                  date, server):
+                  date):
     # names and values may be str subclasses (multidict's istr): not typed as str
     cdef dict names
     cdef list own, held, ours, lines
     cdef bint bodiless, empty, chunked = False
-    cdef bint has_type = False, has_date = False, has_server = False, has_connection = False
+    cdef bint has_type = False, has_date = False, has_connection = False
     if wanted:
         names = {}
         for name, value in wanted:
@@ -228,8 +228,6 @@ def response_head(int code, reason, headers, wanted, length, bint head, bint kee
             has_type = True
         elif lower == "date":
             has_date = True
-        elif lower == "server":
-            has_server = True
         elif lower == "connection":
             has_connection = True
         lines += (name, ": ", value, "\r\n")
@@ -249,8 +247,6 @@ def response_head(int code, reason, headers, wanted, length, bint head, bint kee
             lines.append("Content-Type: application/octet-stream\r\n")
     if not has_date:
         lines += ("Date: ", date, "\r\n")
-    if not has_server:
-        lines += ("Server: ", server, "\r\n")
     if not has_connection and not keep_alive:
         lines.append("Connection: close\r\n")
     lines.append("\r\n")

@@ -106,7 +106,7 @@ def request_head(method: str, target: str, host: str,
 
 def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
                   wanted: list[tuple[str, str]] | None, length: int | None, head: bool,
-                  keep_alive: bool, date: str, server: str) -> tuple[bytes, bool]:
+                  keep_alive: bool, date: str) -> tuple[bytes, bool]:
     """(the head, whether the body is to be chunked) of a response as aiohttp prepares one:
 
     - ``wanted`` (the filters' headers) first, as aiohttp's side merges them
@@ -116,8 +116,8 @@ def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
       no length is known; none for 1xx, 204 and 304, and for a HEAD (``head``) the length
       declared or that of a whole body; Content-Type ``application/octet-stream`` on a body
       without one;
-    - Date (``date``) and Server (``server``) unless given; ``Connection: close`` when the
-      connection is not kept."""
+    - Date (``date``) unless given (and no Server header of the gateway's own: kube-apiserver
+      sends none); ``Connection: close`` when the connection is not kept."""
     if wanted:
         names: dict[str, str] = {}
         for name, _ in wanted:
@@ -133,7 +133,7 @@ def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
     bodiless = code in (204, 304) or 100 <= code < 200
     lines = [f"HTTP/1.1 {code} {reason}\r\n"]
     declared: str | None = None
-    has_type = has_date = has_server = has_connection = False
+    has_type = has_date = has_connection = False
     for name, value in headers:
         lower = name.lower()
         if lower == "content-length":
@@ -146,8 +146,6 @@ def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
             has_type = True
         elif lower == "date":
             has_date = True
-        elif lower == "server":
-            has_server = True
         elif lower == "connection":
             has_connection = True
         lines.append(f"{name}: {value}\r\n")
@@ -168,8 +166,6 @@ def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
             lines.append("Content-Type: application/octet-stream\r\n")
     if not has_date:
         lines.append(f"Date: {date}\r\n")
-    if not has_server:
-        lines.append(f"Server: {server}\r\n")
     if not has_connection and not keep_alive:
         lines.append("Connection: close\r\n")
     lines.append("\r\n")
