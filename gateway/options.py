@@ -112,8 +112,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     add("--enable-aggregator-routing", default=False, **flag_bool,
         help="route to endpoint addresses instead of the service's DNS name")
     # limits and timeouts
-    add("--max-requests-inflight", type=int, default=400, help="non-mutating in-flight limit")
+    add("--max-requests-inflight", type=int, default=400, help="non-mutating in-flight limit; "
+        "with --max-mutating-requests-inflight, the server's total concurrency under APF")
     add("--max-mutating-requests-inflight", type=int, default=200, help="mutating limit")
+    add("--enable-priority-and-fairness", default=True, **flag_bool,
+        help="API Priority and Fairness in place of the max-in-flight limits (default true)")
+    add("--etcd-count-metric-poll-period", type=parse_duration, default=60.0,
+        help="how often each resource's objects are counted (1m0s); 0 disables")
     add("--request-timeout", type=parse_duration, default=60.0, help="default 1m0s")
     add("--min-request-timeout", type=int, default=1800, help="watch timeout floor, seconds")
     add("--shutdown-delay-duration", type=parse_duration, default=0.0,
@@ -175,6 +180,8 @@ class ServeOptions:
     enable_aggregator_routing: bool = False
     max_requests_inflight: int = 400
     max_mutating_requests_inflight: int = 200
+    enable_priority_and_fairness: bool = True
+    etcd_count_metric_poll_period: float = 60.0
     request_timeout: float = 60.0
     min_request_timeout: int = 1800
     shutdown_delay_duration: float = 0.0
@@ -238,6 +245,8 @@ class ServeOptions:
             enable_aggregator_routing=args.enable_aggregator_routing,
             max_requests_inflight=args.max_requests_inflight,
             max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+            enable_priority_and_fairness=args.enable_priority_and_fairness,
+            etcd_count_metric_poll_period=args.etcd_count_metric_poll_period,
             request_timeout=args.request_timeout,
             min_request_timeout=args.min_request_timeout,
             shutdown_delay_duration=args.shutdown_delay_duration,
@@ -269,6 +278,15 @@ class ServeOptions:
             value = getattr(self, name.lstrip("-").replace("-", "_"))
             if value < 0:
                 raise OptionsError(f"{name}: must not be negative, got {value}")
+        if self.enable_priority_and_fairness and \
+                self.max_requests_inflight + self.max_mutating_requests_inflight <= 0:
+            raise OptionsError(
+                "--enable-priority-and-fairness: invalid configuration: MaxRequestsInFlight="
+                f"{self.max_requests_inflight} and MaxMutatingRequestsInFlight="
+                f"{self.max_mutating_requests_inflight}; they must add up to something "
+                "positive")
+        if self.etcd_count_metric_poll_period < 0:
+            raise OptionsError("--etcd-count-metric-poll-period: must not be negative")
         if self.request_timeout <= 0:
             raise OptionsError("--request-timeout: must be greater than 0")
         if self.event_ttl <= 0:

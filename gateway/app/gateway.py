@@ -67,6 +67,7 @@ from gateway.controllers.rootcacert import RootCACertPublisher, load_root_ca
 from gateway.controllers.serviceaccounts import ServiceAccountsController
 from gateway.controllers.servicenetwork import ServiceNetwork
 from gateway.endpoints.handlers import ResourceEndpoints, json_response
+from gateway.flowcontrol.controller import FlowControl
 from gateway.options import ServeOptions
 from gateway.registry.lister import lister_for
 from gateway.registry.options import StoreOptions
@@ -82,7 +83,7 @@ from gateway.server.genericapiserver import (
 )
 from gateway.server.handler_chain import Audit, build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
-from gateway.server.metrics import Metrics, StorageTimer
+from gateway.server.metrics import FlowControlMetrics, Metrics, StorageTimer
 from gateway.server.openapi import OpenAPI
 from gateway.storage.errors import StorageError
 from gateway.storage.factory import StorageFactory, wait_until_reachable
@@ -100,6 +101,7 @@ SYSTEM_NAMESPACES_HOOK = "poststarthook/start-system-namespaces-controller"
 RBAC_HOOK = "poststarthook/rbac/bootstrap-roles"
 AGGREGATION_HOOK = "poststarthook/rbac/aggregate-cluster-roles"
 APF_CONFIG_HOOK = "poststarthook/priority-and-fairness-config-producer"
+APF_CONSUMER_HOOK = "poststarthook/priority-and-fairness-config-consumer"
 APISERVICE_REGISTRATION_HOOK = "poststarthook/apiservice-registration-controller"
 LOCAL_AVAILABLE_HOOK = "poststarthook/apiservice-status-local-available-controller"
 REMOTE_AVAILABLE_HOOK = "poststarthook/apiservice-status-remote-available-controller"
@@ -114,7 +116,7 @@ SERVICE_IP_REPAIR_HOOK = "poststarthook/start-service-ip-repair-controllers"
 BOOTSTRAP_CONTROLLER_HOOK = "poststarthook/bootstrap-controller"
 POST_START_HOOKS = (CACHES_HOOK, APIEXTENSIONS_HOOK, CRD_SYNCED_HOOK, SYSTEM_NAMESPACES_HOOK,
                     SERVICE_IP_REPAIR_HOOK, BOOTSTRAP_CONTROLLER_HOOK,
-                    RBAC_HOOK, AGGREGATION_HOOK, APF_CONFIG_HOOK,
+                    RBAC_HOOK, AGGREGATION_HOOK, APF_CONFIG_HOOK, APF_CONSUMER_HOOK,
                     APISERVICE_REGISTRATION_HOOK, LOCAL_AVAILABLE_HOOK, REMOTE_AVAILABLE_HOOK,
                     DISCOVERY_HOOK, OPENAPI_HOOK, AUTOREGISTRATION_HOOK, AUTH_INFO_HOOK,
                     CONTROLLERS_HOOK)
@@ -151,7 +153,8 @@ class Gateway:
         self.factory = StorageFactory(self.storage)
         self.stopping = asyncio.Event()
         self.shutting_down = FlagCheck("shutdown", True, "the gateway is shutting down")
-        self.hooks = {name: FlagCheck(name, False, "not finished") for name in POST_START_HOOKS}
+        self.hooks = {name: FlagCheck(name, False, "not finished") for name in POST_START_HOOKS
+                      if name != APF_CONSUMER_HOOK or options.enable_priority_and_fairness}
         self._tasks: list[asyncio.Task[None]] = []
         self.apiextensions = GenericAPIServer("apiextensions-apiserver", not_found_until_installed(
             lambda: self.hooks[APISERVICE_REGISTRATION_HOOK].healthy))
@@ -217,9 +220,12 @@ class Gateway:
         self.limits = InFlightLimits(options.max_requests_inflight,
                                      options.max_mutating_requests_inflight)
         self.audit = Audit.from_options(options)
+        self.flow_control = self._flow_control() if options.enable_priority_and_fairness \
+            else None
         self.handler: Handler = build_handler_chain(self.aggregator_server.handle, options,
                                                     self.in_flight, self.limits, self.metrics,
-                                                    self.security, self.audit)
+                                                    self.security, self.audit,
+                                                    self.flow_control)
         # plain requests for remote APIServices read below aiohttp, through the same chain
         # (none while auditing: audited requests go by aiohttp's side only)
         self.fast_lane = None if self.audit is not None else FastLane(
@@ -453,6 +459,7 @@ class Gateway:
             AGGREGATION_HOOK: lambda: _retrying(aggregation.aggregate,
                                                 "aggregating cluster roles"),
             APF_CONFIG_HOOK: lambda: self._start_flow_control_config(apf),
+            APF_CONSUMER_HOOK: self._start_flow_control,
             APISERVICE_REGISTRATION_HOOK: self._start_registration,
             LOCAL_AVAILABLE_HOOK: lambda: self._start(self.local_availability.run()),
             REMOTE_AVAILABLE_HOOK: lambda: self._start(self.remote_availability.run()),
@@ -464,7 +471,7 @@ class Gateway:
                 "publishing the authentication ConfigMap"),
             CONTROLLERS_HOOK: lambda: self._start_controllers(policy, aggregation),
         }
-        for name in POST_START_HOOKS:
+        for name in self.hooks:
             await work[name]()
             self.hooks[name].set(True)
             log.debug("post-start hook finished", hook=name)
@@ -479,10 +486,32 @@ class Gateway:
         return FlowControlConfig(*stores)
 
     async def _start_flow_control_config(self, apf: FlowControlConfig) -> None:
-        """The mandatory APF objects, then the controller that keeps them and their status."""
-        await _retrying(apf.ensure_mandatory, "creating the mandatory APF configuration")
+        """The bootstrap APF objects, then the controller that keeps them and their status."""
+        await _retrying(apf.ensure, "creating the APF bootstrap configuration")
         await _retrying(apf.sync_status, "writing FlowSchema conditions")
         await self._start(apf.run())
+
+    def _flow_control(self) -> FlowControl:
+        """API Priority and Fairness: the in-flight limits' total shared among priority
+        levels (kube's server concurrency limit)."""
+        apf_metrics = FlowControlMetrics(self.metrics.registry)
+        flow_control = FlowControl(
+            self.options.max_requests_inflight + self.options.max_mutating_requests_inflight,
+            apf_metrics)
+        flow_control.counts.observers.append(apf_metrics.stored_objects)
+        return flow_control
+
+    async def _start_flow_control(self) -> None:
+        """API Priority and Fairness follows its configuration; object counts for the seat
+        cost of lists are polled."""
+        assert self.flow_control is not None
+        group = "flowcontrol.apiserver.k8s.io"
+        await self._start(self.flow_control.follow(
+            self.core.store("flowschemas", group),
+            self.core.store("prioritylevelconfigurations", group)))
+        if self.options.etcd_count_metric_poll_period > 0:
+            await self._start(self.flow_control.counts.poll(
+                self.factory, self.options.etcd_count_metric_poll_period))
 
     async def _start_controllers(self, policy: PolicyController,
                                  aggregation: AggregationController) -> None:

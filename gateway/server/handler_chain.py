@@ -3,7 +3,8 @@
 Outermost first, as kube-apiserver's DefaultBuildHandlerChain: request id (kube's audit ID),
 panic recovery with the request log line, request info, metrics, in-flight tracking for a
 graceful stop, Cache-Control, the request deadline, CORS, authentication, audit,
-impersonation, the in-flight limits, authorization; then the server chain.
+impersonation, API Priority and Fairness (or, when it is off, the in-flight limits),
+authorization; then the server chain.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.policy import Policy, load_policy
 from gateway.auth.decisions import DecisionCache, cacheable, uncached
 from gateway.auth.security import Security
+from gateway.flowcontrol.controller import FlowControl
 from gateway.options import ServeOptions
 from gateway.server.filters.audit import audit_failed_authentication, with_audit
 from gateway.server.filters.authentication import with_authentication
@@ -30,6 +32,7 @@ from gateway.server.filters.limits import (
     with_timeout,
 )
 from gateway.server.filters.metrics import with_metrics
+from gateway.server.filters.priority import with_priority_and_fairness
 from gateway.server.filters.recovery import with_panic_recovery
 from gateway.server.filters.requestid import with_request_id
 from gateway.server.filters.requestinfo import with_request_info
@@ -72,11 +75,16 @@ def authorization_decisions(security: Security) -> Decide:
 
 def build_handler_chain(handler: Handler, options: ServeOptions, in_flight: InFlightRequests,
                         limits: InFlightLimits, metrics: Metrics, security: Security,
-                        audit: Audit | None) -> Handler:
+                        audit: Audit | None, flow_control: FlowControl | None = None
+                        ) -> Handler:
     """The filters around ``handler``, outermost last here; both transports (aiohttp's
-    server and the proxy's fast lane) call what this returns."""
+    server and the proxy's fast lane) call what this returns. With ``flow_control`` (API
+    Priority and Fairness), it replaces the in-flight limits, where kube puts either."""
     handler = with_authorization(handler, authorization_decisions(security))
-    handler = with_max_in_flight(handler, limits)
+    if flow_control is not None:
+        handler = with_priority_and_fairness(handler, flow_control, options.request_timeout)
+    else:
+        handler = with_max_in_flight(handler, limits)
     handler = with_impersonation(handler, security.authorize)
     if audit is not None:
         handler = with_audit(handler, audit.policy, audit.log)

@@ -272,3 +272,212 @@ class StorageTimer:
                 self.observe(operation, key, time.monotonic() - started)
 
         return timed
+
+
+# -- API Priority and Fairness (kube's apiserver_flowcontrol_*) -----------------------------
+
+FLOW_LABELS = ("priority_level", "flow_schema")
+APF_DURATION_BUCKETS = (0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30)
+APF_QUEUE_LENGTH_BUCKETS = (0, 10, 25, 50, 100, 250, 500, 1000)
+
+
+class _Both:
+    """One count into two gauges (kube keeps current_executing_seats and its older twin
+    request_concurrency_in_use)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Tally, second: Tally) -> None:
+        self.first, self.second = first, second
+
+    def inc(self, amount: int = 1) -> None:
+        self.first.pending += amount
+        self.second.pending += amount
+
+    def dec(self, amount: int = 1) -> None:
+        self.first.pending -= amount
+        self.second.pending -= amount
+
+
+class FlowSeries:
+    """The apiserver_flowcontrol_* children of one (priority level, flow schema) pair
+    (gateway.flowcontrol.observe.FlowSeries)."""
+
+    __slots__ = ("_executed", "_labels", "_metrics", "_rejected", "_waited", "dispatched",
+                 "estimated_seats", "executing_requests", "executing_seats",
+                 "inqueue_requests", "inqueue_seats", "no_accommodation", "queue_length",
+                 "watch_count")
+
+    def __init__(self, metrics: FlowControlMetrics, level: str, schema: str) -> None:
+        registry = metrics.registry
+        self._metrics, self._labels = metrics, (level, schema)
+
+        def count(metric: Any) -> Tally:
+            return tally(registry, metric.labels(level, schema))
+
+        def histogram(metric: Any) -> Any:
+            return histogram_tally(registry, metric.labels(level, schema))
+
+        self.inqueue_requests = count(metrics.inqueue_requests)
+        self.inqueue_seats = count(metrics.inqueue_seats)
+        self.executing_requests = count(metrics.executing_requests)
+        self.executing_seats = _Both(count(metrics.executing_seats),
+                                     count(metrics.concurrency_in_use))
+        self.dispatched = count(metrics.dispatched)
+        self.no_accommodation = count(metrics.no_accommodation)
+        self.queue_length = histogram(metrics.queue_length)
+        self.estimated_seats = histogram(metrics.estimated_seats)
+        self.watch_count = histogram(metrics.watch_count)
+        self._rejected: dict[str, Tally] = {}
+        self._waited: dict[bool, Any] = {}
+        self._executed: dict[bool, Any] = {}
+
+    def rejected(self, reason: str) -> Tally:
+        found = self._rejected.get(reason)
+        if found is None:
+            found = self._rejected[reason] = tally(
+                self._metrics.registry, self._metrics.rejected.labels(*self._labels, reason))
+        return found
+
+    def waited(self, executed: bool) -> Any:
+        found = self._waited.get(executed)
+        if found is None:
+            found = self._waited[executed] = histogram_tally(
+                self._metrics.registry,
+                self._metrics.wait.labels(*self._labels, "true" if executed else "false"))
+        return found
+
+    def executed(self, watch: bool) -> Any:
+        found = self._executed.get(watch)
+        if found is None:
+            found = self._executed[watch] = histogram_tally(
+                self._metrics.registry,
+                self._metrics.execution.labels(*self._labels, "watch" if watch else "regular"))
+        return found
+
+
+class LevelSeries:
+    """The gauges of one priority level (gateway.flowcontrol.observe.LevelSeries)."""
+
+    def __init__(self, metrics: FlowControlMetrics, level: str) -> None:
+        self._metrics, self._level = metrics, level
+
+    def limits(self, nominal: int, lower: int, upper: int) -> None:
+        m, level = self._metrics, self._level
+        m.request_concurrency_limit.labels(level).set(nominal)
+        m.nominal_limit.labels(level).set(nominal)
+        m.lower_limit.labels(level).set(lower)
+        m.upper_limit.labels(level).set(upper)
+
+    def current_limit(self, seats: int) -> None:
+        self._metrics.current_limit.labels(self._level).set(seats)
+
+    def demand(self, high_watermark: float, average: float, deviation: float,
+               smoothed: float, target: float) -> None:
+        m, level = self._metrics, self._level
+        m.demand_high_watermark.labels(level).set(high_watermark)
+        m.demand_average.labels(level).set(average)
+        m.demand_stdev.labels(level).set(deviation)
+        m.demand_smoothed.labels(level).set(smoothed)
+        m.target_seats.labels(level).set(target)
+
+
+class FlowControlMetrics:
+    """kube's apiserver_flowcontrol_* metrics (k8s.io/apiserver pkg/util/flowcontrol/metrics),
+    the ones an operator reads: requests waiting, executing, dispatched and rejected by level
+    and schema, wait and execution times, seat estimates, and each level's limits and seat
+    demand. Also apiserver_storage_objects, from the object counts the seat estimates use."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = r = registry
+        ns = "apiserver_flowcontrol_"
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = FLOW_LABELS) -> Gauge:
+            return Gauge(ns + name, doc, list(labels), registry=r)
+
+        def histogram(name: str, doc: str, buckets: tuple, labels: tuple[str, ...]
+                      ) -> Histogram:
+            return Histogram(ns + name, doc, list(labels), buckets=buckets, registry=r)
+
+        self.rejected = Counter(ns + "rejected_requests", "Number of requests rejected by API "
+                                "Priority and Fairness subsystem", [*FLOW_LABELS, "reason"],
+                                registry=r)
+        self.dispatched = Counter(ns + "dispatched_requests", "Number of requests executed by "
+                                  "API Priority and Fairness subsystem", list(FLOW_LABELS),
+                                  registry=r)
+        self.no_accommodation = Counter(
+            ns + "request_dispatch_no_accommodation", "Number of times a dispatch attempt "
+            "resulted in a non accommodation due to lack of available seats",
+            list(FLOW_LABELS), registry=r)
+        self.inqueue_requests = gauge("current_inqueue_requests", "Number of requests "
+                                      "currently pending in queues of the API Priority and "
+                                      "Fairness subsystem")
+        self.inqueue_seats = gauge("current_inqueue_seats", "Number of seats currently "
+                                   "pending in queues of the API Priority and Fairness "
+                                   "subsystem")
+        self.executing_requests = gauge("current_executing_requests", "Number of requests in "
+                                        "initial (for a WATCH) or any (for a non-WATCH) "
+                                        "execution stage in the API Priority and Fairness "
+                                        "subsystem")
+        executing = ("Concurrency (number of seats) occupied by the currently executing "
+                     "(initial stage for a WATCH, any stage otherwise) requests in the API "
+                     "Priority and Fairness subsystem")
+        self.executing_seats = gauge("current_executing_seats", executing)
+        self.concurrency_in_use = gauge("request_concurrency_in_use", executing)
+        self.wait = histogram("request_wait_duration_seconds", "Length of time a request "
+                              "spent waiting in its queue", APF_DURATION_BUCKETS,
+                              (*FLOW_LABELS, "execute"))
+        self.execution = histogram("request_execution_seconds", "Duration of initial stage "
+                                   "(for a WATCH) or any (for a non-WATCH) stage of request "
+                                   "execution in the API Priority and Fairness subsystem",
+                                   APF_DURATION_BUCKETS, (*FLOW_LABELS, "type"))
+        self.queue_length = histogram("request_queue_length_after_enqueue", "Length of queue "
+                                      "in the API Priority and Fairness subsystem, as seen by "
+                                      "each request after it is enqueued",
+                                      APF_QUEUE_LENGTH_BUCKETS, FLOW_LABELS)
+        self.estimated_seats = histogram("work_estimated_seats", "Number of estimated seats "
+                                         "(maximum of initial and final seats) associated "
+                                         "with requests in API Priority and Fairness",
+                                         (1, 2, 4, 10), FLOW_LABELS)
+        self.watch_count = histogram("watch_count_samples", "count of watchers for mutating "
+                                     "requests in API Priority and Fairness",
+                                     (0, 1, 10, 100, 1000, 10000), FLOW_LABELS)
+        level = ("priority_level",)
+        self.request_concurrency_limit = gauge(
+            "request_concurrency_limit", "Nominal number of execution seats configured for "
+            "each priority level", level)
+        self.nominal_limit = gauge("nominal_limit_seats", "Nominal number of execution seats "
+                                   "configured for each priority level", level)
+        self.lower_limit = gauge("lower_limit_seats", "Configured lower bound on number of "
+                                 "execution seats available to each priority level", level)
+        self.upper_limit = gauge("upper_limit_seats", "Configured upper bound on number of "
+                                 "execution seats available to each priority level", level)
+        self.current_limit = gauge("current_limit_seats", "current derived number of "
+                                   "execution seats available to each priority level", level)
+        self.demand_high_watermark = gauge("demand_seats_high_watermark", "High watermark, "
+                                           "over last adjustment period, of demand_seats",
+                                           level)
+        self.demand_average = gauge("demand_seats_average", "Time-weighted average, over last "
+                                    "adjustment period, of demand_seats", level)
+        self.demand_stdev = gauge("demand_seats_stdev", "Time-weighted standard deviation, "
+                                  "over last adjustment period, of demand_seats", level)
+        self.demand_smoothed = gauge("demand_seats_smoothed", "Smoothed seat demands", level)
+        self.target_seats = gauge("target_seats", "Seat allocation targets", level)
+        self.fair_frac = Gauge(ns + "seat_fair_frac", "Fair fraction of server's concurrency "
+                               "to allocate to each priority level that can use it",
+                               registry=r)
+        self.storage_objects = Gauge("apiserver_storage_objects", "Number of stored objects "
+                                     "at the time of last check split by kind.", ["resource"],
+                                     registry=r)
+
+    def flow(self, level: str, schema: str) -> FlowSeries:
+        return FlowSeries(self, level, schema)
+
+    def level(self, name: str) -> LevelSeries:
+        return LevelSeries(self, name)
+
+    def fair_fraction(self, value: float) -> None:
+        self.fair_frac.set(value)
+
+    def stored_objects(self, resource: str, count: int) -> None:
+        self.storage_objects.labels(resource).set(count)

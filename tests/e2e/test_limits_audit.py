@@ -1,5 +1,6 @@
-"""What keeps the gateway up and accountable: in-flight limits (429), the request deadline
-(504), Cache-Control, CORS, and the audit log read back line by line with no secret in it.
+"""What keeps the gateway up and accountable: in-flight limits (429, API Priority and Fairness
+turned off), the request deadline (504), Cache-Control, CORS, and the audit log read back line
+by line with no secret in it.
 
 Nothing here is timed: a test waits for the event it needs (a request seen in flight by
 /metrics, a 504 read off a socket, an audit line), and tells one deadline from another by the
@@ -61,6 +62,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         "--audit-log-path", str(work / "audit" / "audit.log"),
         "--audit-policy-file", str(work / "policy.yaml"),
         "--audit-log-maxsize", "1", "--audit-log-maxbackup", "3",
+        "--enable-priority-and-fairness=false",
         "--max-requests-inflight", "2", "--max-mutating-requests-inflight", "1",
         "--request-timeout", REQUEST_TIMEOUT,
         "--cors-allowed-origins", r"^https://console\.example\.com$",
@@ -120,6 +122,8 @@ def _expect_too_many(answer: tuple[int, Any, dict[str, str]]) -> None:
     body = expect_status(answer[:2], 429, "TooManyRequests", message=TOO_MANY)
     assert body["details"] == {"retryAfterSeconds": 1}, body
     assert answer[2]["Retry-After"] == "1"
+    assert not [h for h in answer[2] if h.lower().startswith("x-kubernetes-pf-")], \
+        "API Priority and Fairness is off"
 
 
 def test_read_only_requests_over_the_limit_get_429(gw: GatewayProcess) -> None:

@@ -20,6 +20,8 @@ def test_defaults_are_kube_apiservers():
     assert opts.min_request_timeout == 1800
     assert opts.max_requests_inflight == 400
     assert opts.max_mutating_requests_inflight == 200
+    assert opts.enable_priority_and_fairness
+    assert opts.etcd_count_metric_poll_period == 60.0
     assert opts.etcd_prefix == "/registry"
     assert opts.requestheader_username_headers == ["X-Remote-User"]
     assert not opts.uses_etcd
@@ -55,6 +57,9 @@ def test_go_booleans_and_durations():
         (["--etcd-servers=http://localhost"], "--etcd-servers"),
         (["--log-format=xml"], "--log-format"),
         (["--max-requests-inflight=-1"], "--max-requests-inflight"),
+        (["--max-requests-inflight=0", "--max-mutating-requests-inflight=0"],
+         "--enable-priority-and-fairness"),
+        (["--etcd-count-metric-poll-period=-1s"], "--etcd-count-metric-poll-period"),
     ],
 )
 def test_bad_values_name_their_flag(argv, flag):
@@ -62,6 +67,18 @@ def test_bad_values_name_their_flag(argv, flag):
         options(*argv)
     assert str(err.value).startswith(flag)
     assert "\n" not in str(err.value)
+
+
+def test_priority_and_fairness_needs_a_positive_total_and_may_be_turned_off():
+    """kube's words when the in-flight limits leave APF no seats; without APF, 0 turns the
+    limits off."""
+    with pytest.raises(OptionsError, match="MaxRequestsInFlight=0 and "
+                       "MaxMutatingRequestsInFlight=0; they must add up to something positive"):
+        options("--max-requests-inflight=0", "--max-mutating-requests-inflight=0")
+    off = options("--enable-priority-and-fairness=false", "--max-requests-inflight=0",
+                  "--max-mutating-requests-inflight=0")
+    assert not off.enable_priority_and_fairness
+    assert options("--max-requests-inflight=0").enable_priority_and_fairness
 
 
 def test_unparseable_values_exit_2_with_one_line(capsys):

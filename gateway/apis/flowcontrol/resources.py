@@ -1,12 +1,12 @@
 """flowcontrol.apiserver.k8s.io/v1 FlowSchemas and PriorityLevelConfigurations: stored,
 defaulted, validated and served with their status subresource.
 
-The gateway does not enforce API Priority and Fairness itself. It serves the configuration
-because extension API servers built on k8s.io/apiserver (APF on by default) keep informers on
-both kinds: until those lists succeed the backend's readyz check ``informer-sync`` fails.
-The mandatory objects (``exempt`` and ``catch-all`` of each kind) are created at start by
-gateway.controllers.flowcontrol, as kube-apiserver's priority-and-fairness-config-producer
-does. Checks and messages are kube's (pkg/apis/flowcontrol/validation, v1 rules).
+The gateway enforces them (gateway/flowcontrol, the filter in
+gateway/server/filters/priority.py), and extension API servers built on k8s.io/apiserver read
+them too. The mandatory and suggested objects (gateway/apis/flowcontrol/bootstrap.py) are
+created at start by gateway.controllers.flowcontrol, as kube-apiserver's
+priority-and-fairness-config-producer does. Checks and messages are kube's
+(pkg/apis/flowcontrol/validation, v1 rules).
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from typing import Any
 
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.status import Cause
+from gateway.apis.flowcontrol.bootstrap import (
+    GROUP,
+    MANDATORY_FLOW_SCHEMAS,
+    MANDATORY_PRIORITY_LEVELS,
+)
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
@@ -29,8 +34,6 @@ from gateway.registry.validation import (
     required,
 )
 
-GROUP = "flowcontrol.apiserver.k8s.io"
-AUTOUPDATE = "apf.kubernetes.io/autoupdate-spec"
 MAX_MATCHING_PRECEDENCE = 10000
 MAX_QUEUES = 10 * 1000 * 1000
 MAX_HASH_BITS = 60
@@ -44,51 +47,6 @@ LIMIT_RESPONSES = ("Queue", "Reject")
 NS_INTRO = "each member of this list must be '*' or a DNS-1123 label; "
 
 
-# -- the mandatory configuration (k8s.io/apiserver pkg/apis/flowcontrol/bootstrap) -------------
-
-
-def _everything(subjects: list[dict]) -> list[dict]:
-    return [{
-        "subjects": subjects,
-        "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                           "clusterScope": True, "namespaces": ["*"]}],
-        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-    }]
-
-
-def _groups(*names: str) -> list[dict]:
-    return [{"kind": "Group", "group": {"name": name}} for name in names]
-
-
-def _object(kind: str, name: str, spec: dict) -> Object:
-    return {"apiVersion": f"{GROUP}/v1", "kind": kind,
-            "metadata": {"name": name, "annotations": {AUTOUPDATE: "true"}}, "spec": spec}
-
-
-MANDATORY_PRIORITY_LEVELS: tuple[Object, ...] = (
-    _object("PriorityLevelConfiguration", "catch-all", {
-        "type": "Limited",
-        "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0,
-                    "limitResponse": {"type": "Reject"}},
-    }),
-    _object("PriorityLevelConfiguration", "exempt", {
-        "type": "Exempt",
-        "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0},
-    }),
-)
-MANDATORY_FLOW_SCHEMAS: tuple[Object, ...] = (
-    _object("FlowSchema", "exempt", {
-        "priorityLevelConfiguration": {"name": "exempt"},
-        "matchingPrecedence": 1,
-        "rules": _everything(_groups("system:masters")),
-    }),
-    _object("FlowSchema", "catch-all", {
-        "priorityLevelConfiguration": {"name": "catch-all"},
-        "matchingPrecedence": 10000,
-        "distinguisherMethod": {"type": "ByUser"},
-        "rules": _everything(_groups("system:unauthenticated", "system:authenticated")),
-    }),
-)
 _MANDATORY_FS = {o["metadata"]["name"]: o["spec"] for o in MANDATORY_FLOW_SCHEMAS}
 _MANDATORY_PL = {o["metadata"]["name"]: o["spec"] for o in MANDATORY_PRIORITY_LEVELS}
 
