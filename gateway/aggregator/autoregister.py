@@ -7,8 +7,10 @@ Each local group version with a priority in kube's table gets a local APIService
 its spec put back when someone changed it (an object that is not labelled automanaged is
 left alone); an ``onstart`` APIService that names a group version no longer served is
 deleted, and so is a ``"true"`` one whose group version is not served now (a CRD deleted
-while the gateway was down). After start, one that is deleted is created again. Group
-versions without a priority in the table get no APIService, as in kube.
+while the gateway was down). That first sync is the only one for ``onstart`` APIServices, as
+kube's autoregister controller syncs each of them until it has synced once: one deleted or
+changed afterwards is left as it is until the next start. Group versions without a priority
+in the table get no APIService, as in kube.
 
 A group version that appears on a local server while serving (``follow``/``served_changed``:
 CRDs) is managed continuously, as kube's AddAPIServiceToSync: its APIService is labelled
@@ -158,7 +160,6 @@ class AutoRegistration:
         self._served: set[tuple[str, str]] = set()
         #: Names seen Available at least once (kube's check never turns back).
         self.seen_available: set[str] = set()
-        self.started = False
         self._recreate: asyncio.Queue[str] = asyncio.Queue()
         registration.observe(self._observed)
 
@@ -168,13 +169,12 @@ class AutoRegistration:
         if name not in self.wanted:
             self._observed_continuous(name, obj)
             return
-        if obj is not None:
-            # the condition itself: a Route counts every local APIService available
-            condition = available_condition(obj)
-            if condition is not None and condition.get("status") == "True":
-                self.seen_available.add(name)
-        elif self.started:
-            self._recreate.put_nowait(name)
+        if obj is None:
+            return  # deleted after the first sync: left so until the next start (kube's "once")
+        # the condition itself: a Route counts every local APIService available
+        condition = available_condition(obj)
+        if condition is not None and condition.get("status") == "True":
+            self.seen_available.add(name)
 
     def _observed_continuous(self, name: str, obj: Object | None) -> None:
         if obj is None and name in self.continuous:
@@ -204,7 +204,6 @@ class AutoRegistration:
             if (managed == ON_START and name not in self.wanted) or \
                     (managed == CONTINUOUSLY and name not in self.continuous):
                 await self._delete(obj, options)  # left from a group version now gone
-        self.started = True
 
     def follow(self, group_versions: Callable[[], Iterable[tuple[str, str]]]) -> None:
         """Read the served (group, version)s from ``group_versions`` on ``served_changed``;
@@ -229,8 +228,8 @@ class AutoRegistration:
                 self._recreate.put_nowait(name)
 
     async def run(self) -> None:
-        """After start: create again each wanted APIService someone deletes; create, correct
-        or delete the continuously managed ones as their group versions come and go."""
+        """After start: create, correct or delete the continuously managed APIServices as
+        their group versions come and go, and create again one someone deletes."""
         while True:
             name = await self._recreate.get()
             delay = 0.2

@@ -120,20 +120,46 @@ def test_autoregister_completion_is_a_health_check(gateway):
         assert f"[+]{check} ok" in lines, listing
 
 
-def test_a_deleted_local_apiservice_comes_back(gateway, api):
+def test_a_deleted_local_apiservice_stays_deleted_until_the_next_start(gateway, api):
+    """kube's autoregister controller syncs an ``onstart`` APIService only until its first
+    successful sync: deleted afterwards, it is not created again (the next start does). A
+    continuously managed one (a CRD's, automanaged "true") is: the controller handles
+    deletions in turn, so once the CRD's has come back, the local one's deletion has been
+    seen too."""
     name = "v1.coordination.k8s.io"
-    code, before = api.get(f"{APISERVICES}/{name}")
-    assert code == 200
-    code, _ = api.delete(f"{APISERVICES}/{name}")
-    assert code == 200
+    assert api.get(f"{APISERVICES}/{name}")[0] == 200
+    group = unique_group()
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"things.{group}"},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "things", "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                        "openAPIV3Schema": {"type": "object",
+                                            "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    assert api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)[0] == 201
+    continuous = f"{APISERVICES}/v1.{group}"
+    first = eventually(lambda: api.get(continuous)[1] if api.get(continuous)[0] == 200 else None,
+                       what="the CRD's APIService")
+    assert first["metadata"]["labels"] == {AUTOMANAGED: "true"}
+    try:
+        assert api.delete(f"{APISERVICES}/{name}")[0] == 200
+        assert api.delete(continuous)[0] == 200
 
-    def recreated() -> bool:
-        code, now = api.get(f"{APISERVICES}/{name}")
-        return code == 200 and now["metadata"]["uid"] != before["metadata"]["uid"]
+        def recreated() -> bool:
+            code, now = api.get(continuous)
+            return code == 200 and now["metadata"]["uid"] != first["metadata"]["uid"]
 
-    eventually(recreated, what="the local APIService created again")
-    code, leases = api.get("/apis/coordination.k8s.io/v1/leases")
-    assert code == 200 and leases["kind"] == "LeaseList", leases
+        eventually(recreated, what="the CRD's APIService created again")
+        assert api.get(f"{APISERVICES}/{name}")[0] == 404
+        # the group version is still served (the aggregator hands it to the kube server)
+        code, leases = api.get("/apis/coordination.k8s.io/v1/leases")
+        assert code == 200 and leases["kind"] == "LeaseList", leases
+    finally:
+        local = apiservice("coordination.k8s.io", "v1", labels={AUTOMANAGED: "onstart"},
+                           group_priority=16500)
+        if api.get(f"{APISERVICES}/{name}")[0] == 404:
+            assert api.post(APISERVICES, local)[0] == 201
+        api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.{group}")
 
 
 def test_the_resource_in_discovery_and_openapi(gateway, api):
@@ -484,9 +510,6 @@ def test_autoregistration_at_start(workdir):
         stale = apiservice("gone.example.com", "v1", labels={AUTOMANAGED: "onstart"})
         assert api.post(APISERVICES, stale)[0] == 201
         # not automanaged: left alone, even when it takes a local group version away
-        assert api.delete(f"{APISERVICES}/v1.discovery.k8s.io")[0] == 200
-        eventually(lambda: api.get(f"{APISERVICES}/v1.discovery.k8s.io")[0] == 200,
-                   what="v1.discovery.k8s.io created again")
         missing = nowhere()
 
         def take_over(obj: dict) -> None:
@@ -531,9 +554,15 @@ def test_autoregistration_at_start(workdir):
         assert gw.request("GET", "/healthz")[0] == 500
         code, body, _ = raw(gw, "GET", "/apis/discovery.k8s.io/v1/endpointslices")
         assert (code, body) == (503, b"service unavailable\n")
-        # deleted, it comes back local, and the gateway turns ready
+        # deleted, it stays deleted until the next start (kube syncs onstart APIServices
+        # until their first sync only), which brings it back local: the gateway turns ready
         assert api.delete(f"{APISERVICES}/v1.discovery.k8s.io")[0] == 200
-        gw.wait_for("/readyz")
+    finally:
+        gw.stop()
+
+    gw = GatewayProcess(workdir).start()
+    api = API(gw)
+    try:
         code, discovery = api.get(f"{APISERVICES}/v1.discovery.k8s.io")
         assert discovery["metadata"]["labels"] == {AUTOMANAGED: "onstart"}
         assert "service" not in discovery["spec"]
