@@ -79,6 +79,8 @@ class Integrator:
         self.last = now
 
     def set(self, value: float) -> None:
+        if value == self.value:
+            return
         self._advance()
         self.value = value
         if value > self.maximum:
@@ -118,36 +120,23 @@ class Queue:
 class Request:
     """One request's passage through a queue set."""
 
-    __slots__ = (
-        "arrival_r",
-        "arrived",
-        "final_work",
-        "flow",
-        "future",
-        "qs",
-        "queue",
-        "started",
-        "state",
-        "total_work",
-        "work",
-    )
+    __slots__ = ("arrival_r", "arrived", "final_work", "flow", "future", "qs", "queue",
+                 "seats", "started", "state", "total_work", "work")
 
     def __init__(self, qs: QueueSet, work: WorkEstimate, flow: FlowSeries, now: float) -> None:
         self.qs = qs
         self.work = work
         self.flow = flow
-        self.final_work = work.final_seats * work.additional_latency
-        self.total_work = work.initial_seats * SERVICE_TIME + self.final_work
+        initial, final = work.initial_seats, work.final_seats
+        self.seats = initial if initial >= final else final  # its width while it counts
+        self.final_work = final * work.additional_latency
+        self.total_work = initial * SERVICE_TIME + self.final_work
         self.arrived = now
         self.arrival_r = qs.current_r
         self.started = 0.0
         self.queue: Queue | None = None
         self.future = None  # made only for a request that has to wait
         self.state = WAITING
-
-    @property
-    def seats(self) -> int:
-        return self.work.max_seats
 
 
 @dataclass
@@ -273,6 +262,14 @@ class QueueSet:
                 len(queue.waiting) >= self.config.queue_length_limit:
             self._reject(request, "queue-full")
             return None
+        if not self.waiting and self.can_accommodate(request.seats):
+            # nobody waits and it fits: what enqueuing then dispatching would do, at once
+            flow.queue_length.observe(1)
+            if queue.idle:
+                queue.next_dispatch_r = self.current_r
+                self.active_queues += 1
+            self._dispatch_from(queue, request, now)
+            return request
         self._enqueue(request, queue)
         flow.queue_length.observe(len(queue.waiting))
         self._bound_next_dispatch(queue)
@@ -293,6 +290,8 @@ class QueueSet:
         offset = self.enqueues % size
         self.enqueues += 1
         queues = self.queues
+        if not self.waiting:  # every queue has nothing waiting: the first looked at
+            return queues[hand[offset]]
         best: Queue | None = None
         for i in range(size):
             queue = queues[hand[(offset + i) % size]]
@@ -376,23 +375,32 @@ class QueueSet:
             return False
         queue.waiting.popleft()
         self._unqueue(request)
+        self.queued_seats -= request.seats  # counted again as it executes
+        self._dispatch_from(queue, request, self.last_time)
+        self._bound_next_dispatch(queue)
+        future = request.future
+        if future is not None and not future.done():
+            future.set_result(True)
+        return True
+
+    def _dispatch_from(self, queue: Queue, request: Request, now: float) -> None:
+        """``request``, first in ``queue`` (or arriving at an empty set to an active
+        queue), starts executing."""
         work = request.work
         if work.final_seats > self.concurrency_limit:
             # wider than the level: narrower and longer, the same work
             final = max(self.concurrency_limit, 1)
             work.additional_latency = request.final_work / final
             work.final_seats = final
+            request.seats = max(work.initial_seats, final)
+        request.queue = queue
         self.robin_index = queue.index
-        now = self.last_time
         self._execute(request, now)
+        seats = request.seats
         queue.executing += 1
-        queue.seats_in_use += request.seats
+        queue.seats_in_use += seats
+        self.queued_seats += seats
         queue.next_dispatch_r += request.total_work
-        self._bound_next_dispatch(queue)
-        future = request.future
-        if future is not None and not future.done():
-            future.set_result(True)
-        return True
 
     def cancel(self, request: Request) -> None:
         """A waiting request leaves its queue unserved (its wait limit passed, or its client

@@ -167,6 +167,8 @@ class WorkEstimator:
         maximum = self._maximum(level)
         if info.name:  # a list of one named object is a get
             return MINIMUM_SEATS
+        if not query:  # the common case: a plain list, from the cache
+            return self._cached_list_seats(info, maximum)
         try:
             limit = int(query.get("limit") or 0)
             initial = query.get("sendInitialEvents")
@@ -195,6 +197,12 @@ class WorkEstimator:
             objects = 2 * limited
         seats = math.ceil(objects / OBJECTS_PER_SEAT)
         return min(max(seats, MINIMUM_SEATS), maximum)
+
+    def _cached_list_seats(self, info: RequestInfo, maximum: int) -> int:
+        stored, state = self.counts.get(group_resource(info.api_group, info.resource))
+        if state:
+            return maximum if state == "stale" else MINIMUM_SEATS
+        return min(max(math.ceil(stored / OBJECTS_PER_SEAT), MINIMUM_SEATS), maximum)
 
     def _mutating(self, info: RequestInfo, level: str, flow: FlowSeries) -> WorkEstimate:
         if info.resource == "serviceaccounts" and info.subresource == "token":
