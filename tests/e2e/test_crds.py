@@ -536,6 +536,48 @@ def test_a_conversion_webhook_converts_between_versions(
         assert code == 200, "reading at the stored version needs no conversion"
 
 
+def test_defaults_apply_after_a_webhook_conversion_on_get_list_and_watch(
+        gw: GatewayProcess, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """kube defaults an object read at a served version after converting it: v2's schema
+    defaults spec.colour, objects stored at v1 (which has no colour) come back from the
+    webhook without it, and GET, list and watch at v2 carry the default."""
+    g = group()
+    with WebhookServer(tmp_path_factory.mktemp("conversion-defaults")) as webhook:
+        crd = conversion_crd(g, webhook)
+        v2_spec = crd["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        v2_spec["properties"]["colour"] = {"type": "string", "default": "blue"}
+        apply(gw, crd)
+        established(gw, f"widgets.{g}")
+        v1, v2 = (f"/apis/{g}/{v}/namespaces/default/widgets" for v in ("v1", "v2"))
+        code, body = gw.request("POST", v1, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                             "metadata": {"name": "old"},
+                                             "spec": {"size": "small"}})
+        assert code == 201, body
+        assert json.loads(body)["spec"] == {"size": "small"}
+        wanted = {"dimension": "small", "colour": "blue"}
+        code, got = get_json(gw, f"{v2}/old")
+        assert code == 200 and got["spec"] == wanted, got
+        code, listed = get_json(gw, v2)
+        assert code == 200 and [i["spec"] for i in listed["items"]] == [wanted], listed
+        stream = gw.open("GET", f"{v2}?watch=1&timeoutSeconds=10", timeout=15)
+        try:
+            first = json.loads(stream.readline())
+            assert (first["type"], first["object"]["spec"]) == ("ADDED", wanted), first
+            code, body = gw.request("POST", v1, {"apiVersion": f"{g}/v1", "kind": "Widget",
+                                                 "metadata": {"name": "new"},
+                                                 "spec": {"size": "large"}})
+            assert code == 201, body
+            event = json.loads(stream.readline())
+            assert (event["type"], event["object"]["metadata"]["name"],
+                    event["object"]["spec"]) == (
+                "ADDED", "new", {"dimension": "large", "colour": "blue"}), event
+        finally:
+            stream.close()
+        # stored as written: the default is the reader's
+        code, stored = get_json(gw, f"{v1}/new")
+        assert stored["spec"] == {"size": "large"}, stored
+
+
 def test_server_side_apply_of_custom_resources(gw: GatewayProcess) -> None:
     """Field ownership follows the CRD's schema: each field of the spec is owned on its own,
     so a second manager changing another field is no conflict, and the same field is."""
