@@ -46,6 +46,9 @@ class VersionLayer:
     identity: bool = True
     #: Conversion calls out: only the async methods may be used.
     remote: bool = False
+    #: ``from_storage`` may change labels (kube defaults some on every decode): selectors
+    #: must see the object as read, not as stored.
+    labels_on_read: bool = False
     #: Bodies decode into a Go struct (a built-in kind), not an unstructured map: duplicate
     #: objects merge, and strict errors are told in document order.
     typed: bool = False

@@ -4,11 +4,16 @@ through updates that drop or change it, present on the system namespaces."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gateway.apis.core.namespaces import NAMESPACES
+from gateway.storage.sqlite import SQLiteStorage
 from tests.support.gateway import GatewayProcess
 
 pytestmark = pytest.mark.slow
@@ -49,3 +54,54 @@ def test_a_generated_name_is_labelled_with_itself(gateway: GatewayProcess) -> No
     made = json.loads(body)
     assert code == 201, body
     assert made["metadata"]["labels"] == {LABEL: made["metadata"]["name"]}
+
+
+def _drop_the_label(state_db: Path, name: str) -> None:
+    """Write the namespace back without the label, as a store written before kube 1.22 (or
+    by another tool) holds it: through the gateway's own storage layer, the gateway
+    stopped."""
+
+    async def drop() -> None:
+        storage = SQLiteStorage(state_db)
+        await storage.start()
+        try:
+            async def without(obj: dict[str, Any] | None) -> dict[str, Any]:
+                assert obj is not None
+                obj["metadata"]["labels"] = {k: v for k, v in obj["metadata"]["labels"].items()
+                                             if k != LABEL}
+                return obj
+
+            stored = await storage.guaranteed_update(NAMESPACES.key("", name), without)
+            assert LABEL not in stored["metadata"]["labels"]
+        finally:
+            await storage.close()
+
+    asyncio.run(drop())
+
+
+def test_a_namespace_stored_without_the_label_gets_it_on_read(workdir: Path) -> None:
+    """kube defaults the label on every decode, so a namespace stored without it (an older
+    store) carries it on GET, list (a label selector on it included) and watch."""
+    with GatewayProcess(workdir) as gw:
+        code, body = gw.request("POST", "/api/v1/namespaces", {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "legacy", "labels": {"team": "a"}}})
+        assert code == 201, body
+    _drop_the_label(workdir / "data" / "state.db", "legacy")
+    with GatewayProcess(workdir) as gw:
+        assert labels(gw, "legacy") == {LABEL: "legacy", "team": "a"}
+        code, body = gw.request("GET", "/api/v1/namespaces")
+        listed = {n["metadata"]["name"]: n["metadata"]["labels"]
+                  for n in json.loads(body)["items"]}
+        assert listed["legacy"] == {LABEL: "legacy", "team": "a"}
+        selected = json.loads(gw.kubectl("get", "namespaces", "-l", f"{LABEL}=legacy",
+                                         "-o", "json").stdout)
+        assert [n["metadata"]["name"] for n in selected["items"]] == ["legacy"]
+        stream = gw.open("GET", "/api/v1/namespaces?watch=1&fieldSelector=metadata.name%3Dlegacy"
+                                "&timeoutSeconds=5", timeout=10)
+        try:
+            event = json.loads(stream.readline())
+        finally:
+            stream.close()
+        assert event["type"] == "ADDED"
+        assert event["object"]["metadata"]["labels"] == {LABEL: "legacy", "team": "a"}

@@ -38,6 +38,7 @@ class NamespaceVersion(BuiltinVersion):
     on a copy, as kube's defaulting gives it on every decode."""
 
     identity = False
+    labels_on_read = True  # a label selector on the name label matches such a namespace too
 
     def from_storage(self, obj: Object) -> Object:
         meta = obj.get("metadata") or {}
