@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 
 import structlog
 
@@ -103,10 +104,21 @@ class PolicyController:
             await self.ensure(wanted)
 
 
+#: A test hook, never set in service: seconds each aggregation waits before it starts, so that
+#: a test can see whether readiness waits for aggregation (tests/e2e/test_readiness.py:
+#: without it, the later post-start hooks give aggregation time enough to hide one that
+#: does not).
+SLOW_AGGREGATION_ENV = "GATEWAY_TEST_SLOW_ROLE_AGGREGATION"
+
+
 class AggregationController:
     def __init__(self, cluster_roles: RESTStore) -> None:
         self.store = cluster_roles
         self._dirty = asyncio.Event()
+        self._test_delay = float(os.environ.get(SLOW_AGGREGATION_ENV) or 0)
+        if self._test_delay:
+            log.warning("cluster role aggregation slowed down for a test",
+                        seconds=self._test_delay, variable=SLOW_AGGREGATION_ENV)
 
     async def run(self) -> None:
         worker = asyncio.ensure_future(self._work())
@@ -136,6 +148,8 @@ class AggregationController:
         One pass is not enough: ``admin`` aggregates ``edit``, which aggregates ``view``, and a
         pass in name order computes ``admin`` from the ``edit`` it is about to change. Each
         pass reads the cache, which holds this controller's own writes before they return."""
+        if self._test_delay:
+            await asyncio.sleep(self._test_delay)
         for _ in range(MAX_PASSES):
             if not await self._aggregate_once():
                 return

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gateway.controllers.rbac import SLOW_AGGREGATION_ENV
 from tests.support.gateway import GatewayProcess
 from tests.support.wait import eventually
 
@@ -73,7 +74,10 @@ def _aggregated(role: dict[str, Any], roles: list[dict[str, Any]]) -> set[str]:
 
 
 @pytest.mark.parametrize("start", range(3))
-def test_at_the_first_ready_every_start_up_task_is_done(workdir, start) -> None:
+def test_at_the_first_ready_every_start_up_task_is_done(workdir, start, monkeypatch) -> None:
+    # aggregation slowed down: ready must wait for it, not for the hooks after it to give
+    # it time (a hook moved to the background would pass otherwise)
+    monkeypatch.setenv(SLOW_AGGREGATION_ENV, "2")
     gw = GatewayProcess(workdir).start(wait=None)
     try:
         _first_ready(gw)
