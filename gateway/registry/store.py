@@ -31,6 +31,7 @@ from gateway.registry.validation import (
 from gateway.registry.versions import BuiltinVersion, VersionLayer
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import (
+    FutureRevisionError,
     KeyExistsError,
     KeyNotFoundError,
     StorageError,
@@ -278,12 +279,8 @@ class RESTStore:
         if labels.empty and fields.empty:
             return None
         namespaced = self.resource.namespaced
-        # the object as a reader gets it, when reading may change its labels
-        read = self.version.from_storage if self.version.labels_on_read else None
 
         def matches(obj: Object) -> bool:
-            if read is not None:
-                obj = read(obj)
             meta = obj.get("metadata") or {}
             if not labels.matches(meta.get("labels")):
                 return False
@@ -295,7 +292,7 @@ class RESTStore:
             values.update(self.strategy.field_set(obj))
             return fields.matches(values)
 
-        if fields.empty and read is None:  # labels alone decide: the cache answers from them
+        if fields.empty:  # labels alone decide: the watch cache answers from them
             matches.on_labels = labels.matches  # type: ignore[attr-defined]
         return matches
 
@@ -311,8 +308,15 @@ class RESTStore:
             raise self._status(err, name) from None
 
     async def list(self, namespace: str, options: ListOptions) -> ListResult:
-        """A list with kube's resourceVersion rules: unset reads the store (consistent), "0"
-        or NotOlderThan reads the watch cache, Exact (or N with a limit) reads the store at N."""
+        """A list with kube's resourceVersion rules: unset is consistent (without a limit, the
+        watch cache once it has caught up with the store's current revision, as kube 1.32's
+        ConsistentListFromCache; with one, the store), "0" or NotOlderThan reads the watch
+        cache, Exact (or N with a limit) reads the store at N."""
+        if options.resource_version == "" and not options.continue_token and \
+                options.limit == 0 and self.cacher.ready:
+            consistent = await self._consistent_list_from_cache(namespace, options)
+            if consistent is not None:
+                return consistent
         prefix = self.resource.list_prefix(namespace)
         predicate = self.predicate(options)
         rv, match = options.resource_version, options.resource_version_match
@@ -339,6 +343,23 @@ class RESTStore:
             raise status.gone(message) from None
         except StorageError as err:
             raise self._status(err) from None
+
+    async def _consistent_list_from_cache(self, namespace: str,
+                                          options: ListOptions) -> ListResult | None:
+        """The cache's list once it holds the store's current revision; None when it cannot
+        catch up in time (the store answers then, as kube falls back)."""
+        try:
+            revision = await self.cacher.current_revision()
+            result = await self.cacher.list_cached(self.resource.list_prefix(namespace),
+                                                   predicate=self.predicate(options),
+                                                   min_revision=revision)
+        except FutureRevisionError:
+            return None
+        except StorageError as err:
+            raise self._status(err) from None
+        if not self.version.identity:
+            result.items = await self.version.from_storage_many(result.items)
+        return result
 
     async def watch(self, namespace: str, options: ListOptions,
                     deadline: float | None = None) -> CacheWatcher:

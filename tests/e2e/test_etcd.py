@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.support.api import API, CM, expect_status, sized_configmap
+from tests.support.delayproxy import DelayProxy
 from tests.support.etcd import EtcdServer
 from tests.support.gateway import ADMIN, GatewayProcess, free_port
 from tests.support.identity import https
@@ -96,3 +97,28 @@ def test_a_write_etcd_refuses_is_a_500_status_and_nothing_is_stored(workdir):
             assert api.get(f"{path}/small")[0] == 200
         finally:
             proc.stop()
+
+
+def test_a_consistent_list_sees_a_write_made_through_another_gateway(tmp_path):
+    """A list without a resourceVersion is served from the watch cache only once the cache
+    holds etcd's current revision (kube's consistent list from cache): a write acknowledged
+    by another gateway on the same etcd is in it at once, however late the reading
+    gateway's watch is (here etcd's answers reach it 0.1 s late)."""
+    with EtcdServer() as etcd:
+        port = int(etcd.endpoint.rsplit(":", 1)[1])
+        with DelayProxy(port, 0.1) as slow, \
+                GatewayProcess(tmp_path / "a", f"--etcd-servers={etcd.endpoint}") as a, \
+                GatewayProcess(tmp_path / "b",
+                               f"--etcd-servers=http://127.0.0.1:{slow.port}") as b:
+            writer, reader = API(a), API(b)
+            path = CM.format(ns="default")
+            assert reader.get(f"{path}?resourceVersion=0")[0] == 200  # b's cache is warm
+            for i in range(5):
+                code, made = writer.post(path, sized_configmap(f"seen-{i}"))
+                assert code == 201, made
+                code, listed = reader.get(path)
+                assert code == 200, listed
+                names = {item["metadata"]["name"] for item in listed["items"]}
+                assert f"seen-{i}" in names, i
+                assert int(listed["metadata"]["resourceVersion"]) >= \
+                    int(made["metadata"]["resourceVersion"])
