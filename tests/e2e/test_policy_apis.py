@@ -1,6 +1,7 @@
 """ValidatingAdmissionPolicies, their bindings, FlowSchemas and PriorityLevelConfigurations:
 what an extension API server built on k8s.io/apiserver lists and watches on the core server,
-served as kube-apiserver serves them (the gateway stores them, it does not enforce them)."""
+served as kube-apiserver serves them (their enforcement is tested in test_admission_policies.py
+and test_priority_and_fairness.py)."""
 
 from __future__ import annotations
 

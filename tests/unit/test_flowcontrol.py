@@ -15,12 +15,14 @@ import pytest
 from gateway.apimachinery.requestinfo import parse_request_info
 from gateway.apimachinery.user import UserInfo, service_account_user
 from gateway.apis.flowcontrol.bootstrap import (
+    AUTOUPDATE,
     MANDATORY_FLOW_SCHEMAS,
     MANDATORY_PRIORITY_LEVELS,
     SUGGESTED_FLOW_SCHEMAS,
     SUGGESTED_PRIORITY_LEVELS,
 )
 from gateway.apis.flowcontrol.resources import default_priority_level
+from gateway.controllers.flowcontrol import revised
 from gateway.flowcontrol.allocation import AllocationError, AllocItem, allocate
 from gateway.flowcontrol.controller import FlowControl
 from gateway.flowcontrol.observe import NoMetrics
@@ -574,3 +576,72 @@ def test_retry_after_doubles_under_sustained_rejection_and_comes_back_down() -> 
         second += 2
         dropped.record(second)
     assert dropped.retry_after < grown
+
+
+# -- the bootstrap configuration kept as kube's config producer keeps it ---------------------
+
+
+def stored(obj: dict, *, generation: int = 1, annotation: str | None = "true") -> dict:
+    """A bootstrap object as read back from the store (defaulted, versioned)."""
+    obj = copy.deepcopy(obj)
+    meta = obj["metadata"]
+    meta.update(uid="u", resourceVersion="7", generation=generation)
+    if annotation is None:
+        meta.pop("annotations", None)
+    else:
+        meta["annotations"] = {AUTOUPDATE: annotation}
+    if obj["kind"] == "PriorityLevelConfiguration":
+        default_priority_level(obj["spec"])
+    return obj
+
+
+def suggested(kind: str, name: str) -> dict:
+    objects = SUGGESTED_FLOW_SCHEMAS if kind == "FlowSchema" else SUGGESTED_PRIORITY_LEVELS
+    return next(o for o in objects if o["metadata"]["name"] == name)
+
+
+def test_an_unchanged_bootstrap_object_is_left_alone() -> None:
+    for wanted in (*SUGGESTED_FLOW_SCHEMAS, *SUGGESTED_PRIORITY_LEVELS,
+                   *MANDATORY_FLOW_SCHEMAS, *MANDATORY_PRIORITY_LEVELS):
+        assert revised(wanted, stored(wanted), always=False) is None, wanted["metadata"]
+
+
+def test_a_suggested_object_is_restored_while_its_annotation_says_true() -> None:
+    wanted = suggested("PriorityLevelConfiguration", "workload-low")
+    changed = stored(wanted)
+    changed["spec"]["limited"]["nominalConcurrencyShares"] = 1
+    new = revised(wanted, changed, always=False)
+    assert new is not None
+    assert new["spec"]["limited"]["nominalConcurrencyShares"] == 100
+    assert new["metadata"]["resourceVersion"] == "7"  # an update of what was read
+    kept = stored(wanted, generation=3, annotation="false")
+    kept["spec"]["limited"]["nominalConcurrencyShares"] = 1
+    assert revised(wanted, kept, always=False) is None
+
+
+def test_without_a_readable_annotation_the_generation_decides() -> None:
+    wanted = suggested("FlowSchema", "global-default")
+    fresh = stored(wanted, annotation=None)
+    fresh["spec"]["matchingPrecedence"] = 9000
+    new = revised(wanted, fresh, always=False)
+    assert new is not None and new["spec"]["matchingPrecedence"] == 9900
+    assert new["metadata"]["annotations"] == {AUTOUPDATE: "true"}
+    edited = stored(wanted, generation=2, annotation="maybe")
+    edited["spec"]["matchingPrecedence"] = 9000
+    new = revised(wanted, edited, always=False)
+    assert new is not None and new["spec"]["matchingPrecedence"] == 9000  # kept
+    assert new["metadata"]["annotations"] == {AUTOUPDATE: "false"}  # and said so
+
+
+def test_mandatory_objects_are_always_restored_but_the_exempt_level_keeps_its_exempt_part(
+        ) -> None:
+    catch_all = next(o for o in MANDATORY_FLOW_SCHEMAS if o["metadata"]["name"] == "catch-all")
+    changed = stored(catch_all, generation=5, annotation="false")
+    changed["spec"]["matchingPrecedence"] = 9000
+    new = revised(catch_all, changed, always=True)
+    assert new is not None and new["spec"]["matchingPrecedence"] == 10000
+    assert new["metadata"]["annotations"] == {AUTOUPDATE: "true"}
+    exempt = next(o for o in MANDATORY_PRIORITY_LEVELS if o["metadata"]["name"] == "exempt")
+    tuned = stored(exempt, generation=2)
+    tuned["spec"]["exempt"]["nominalConcurrencyShares"] = 10
+    assert revised(exempt, tuned, always=True) is None
