@@ -40,9 +40,11 @@ class StartupError(Exception):
 
 
 def server_url(options: ServeOptions) -> str:
-    """Where a local client reaches this gateway (the admin kubeconfig's server)."""
+    """Where a local client reaches this gateway (the admin kubeconfig's server): the bound
+    address itself, or 127.0.0.1 when it listens on every address (a gateway bound to
+    127.0.0.2 or ::1 is not reachable on 127.0.0.1)."""
     address = ipaddress.ip_address(options.bind_address)
-    host = "127.0.0.1" if address.is_unspecified or address.is_loopback else str(address)
+    host = "127.0.0.1" if address.is_unspecified else str(address)
     if ":" in host:
         host = f"[{host}]"
     return f"https://{host}:{options.secure_port}"
@@ -85,8 +87,8 @@ def complete_with_dev_pki(options: ServeOptions) -> ServeOptions:
         return options
     address = ipaddress.ip_address(options.bind_address)
     sans = list(options.tls_sans)
-    if not (address.is_unspecified or address.is_loopback):
-        sans.append(str(address))
+    if not address.is_unspecified and str(address) not in pki.DEFAULT_SERVING_SANS:
+        sans.append(str(address))  # e.g. 127.0.0.2: the kubeconfig's server must be named
     try:
         # the kubeconfig waits for the listener: a gateway that fails to start changes it not
         dev = pki.ensure_dev_pki(options.cert_dir, sans=sans, server_url=None)
