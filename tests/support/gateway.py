@@ -62,10 +62,14 @@ def gateway_command() -> list[str]:
 
 
 class GatewayProcess:
-    """One ``gateway serve`` with its own port, certificate and data directories."""
+    """One ``gateway serve`` with its own port, certificate and data directories, listening
+    on ``host`` (another loopback address, 127.0.0.2, lets replicas share one port as pods
+    do; its serving certificate must name it)."""
 
-    def __init__(self, workdir: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, *extra: str, port: int | None = None,
+                 host: str = "127.0.0.1") -> None:
         self.workdir = Path(workdir)
+        self.host = host
         self.port = port or free_port()
         self.cert_dir = self.workdir / "certs"
         self.data_dir = self.workdir / "data"
@@ -78,7 +82,7 @@ class GatewayProcess:
         return [
             *gateway_command(), "serve",
             "--secure-port", str(self.port),
-            "--bind-address", "127.0.0.1",
+            "--bind-address", self.host,
             "--cert-dir", str(self.cert_dir),
             "--data-dir", str(self.data_dir),
             *self.extra,
@@ -90,7 +94,7 @@ class GatewayProcess:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.host}:{self.port}"
 
     def start(self, *, wait: str | None = "/readyz", timeout: float = 60) -> GatewayProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
