@@ -279,8 +279,12 @@ class RESTStore:
         if labels.empty and fields.empty:
             return None
         namespaced = self.resource.namespaced
+        # the object as a reader gets it, when reading may change its labels
+        read = self.version.from_storage if self.version.labels_on_read else None
 
         def matches(obj: Object) -> bool:
+            if read is not None:
+                obj = read(obj)
             meta = obj.get("metadata") or {}
             if not labels.matches(meta.get("labels")):
                 return False
@@ -292,7 +296,7 @@ class RESTStore:
             values.update(self.strategy.field_set(obj))
             return fields.matches(values)
 
-        if fields.empty:  # labels alone decide: the watch cache answers from them
+        if fields.empty and read is None:  # labels alone decide: the cache answers from them
             matches.on_labels = labels.matches  # type: ignore[attr-defined]
         return matches
 
