@@ -82,9 +82,21 @@ _UNAVAILABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
 #: gRPC's words for a request that never left this process (so retrying a write is safe).
 _NOT_SENT = ("failed to connect", "connection refused", "dns resolution failed",
              "name resolution", "empty address list")
+#: gRPC's words when a connection dropped under a call (code UNKNOWN): etcd went away.
+_DROPPED = ("No status received", "Socket closed")
 _READ_ONLY = {"Range"}
 _LIST_PAGE_MAX = 10_000
 _WATCH_RETRY_MIN, _WATCH_RETRY_MAX = 0.1, 5.0
+#: How long a broken watch may fail to resume on every endpoint before it ends with
+#: StorageUnavailableError (its consumer, the watch cache, then ends its own watchers and
+#: watches on from its revision later). Longer than a leader election, which it outlives.
+OUTAGE_GRACE = 3.0
+
+
+def _unavailable(err: grpc.aio.AioRpcError) -> bool:
+    """Whether etcd could not be reached (rather than refusing the request)."""
+    return err.code() in _UNAVAILABLE or (
+        err.code() == grpc.StatusCode.UNKNOWN and (err.details() or "") in _DROPPED)
 
 
 @dataclass(frozen=True)
@@ -109,7 +121,7 @@ def _map_error(err: grpc.aio.AioRpcError, key: str = "") -> StorageError:
         err.code() == grpc.StatusCode.OUT_OF_RANGE
     ):
         return TooOldResourceVersionError(0, 0)
-    if err.code() in _UNAVAILABLE:
+    if _unavailable(err):
         return StorageUnavailableError(f"etcd is unavailable: {details}", key=key)
     return BackendRefusedError(details, key=key)
 
@@ -117,7 +129,7 @@ def _map_error(err: grpc.aio.AioRpcError, key: str = "") -> StorageError:
 def _retryable(method: str, err: grpc.aio.AioRpcError) -> bool:
     """Whether ``err`` lets the request go to the next endpoint: reads always may; a write
     only when it never reached etcd, or a retried create would report AlreadyExists."""
-    if err.code() != grpc.StatusCode.UNAVAILABLE:
+    if err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
         return False  # a deadline spent, or a cancel: no time or reason left to try again
     details = (err.details() or "").lower()
     return method in _READ_ONLY or any(words in details for words in _NOT_SENT)
@@ -247,7 +259,7 @@ class EtcdStorage:
                 )
             except grpc.aio.AioRpcError as err:
                 last = err
-                if err.code() not in _UNAVAILABLE:
+                if not _unavailable(err):
                     break
                 endpoints.failed(index)
                 if not _retryable(method, err):
@@ -610,7 +622,7 @@ class _EtcdWatch:
             try:
                 self.call = await self._open(endpoints.channel(index))
             except grpc.aio.AioRpcError as err:
-                if err.code() not in _UNAVAILABLE:
+                if not _unavailable(err):
                     raise _map_error(err) from None
                 problem = err.details() or err.code().name
             except TimeoutError:
@@ -650,21 +662,28 @@ class _EtcdWatch:
         self.task = asyncio.get_running_loop().create_task(self._follow())
 
     async def _follow(self) -> None:
-        """Deliver events; on a broken stream, resume with capped exponential back-off."""
+        """Deliver events; on a broken stream, resume with capped exponential back-off, and
+        end with StorageUnavailableError when no endpoint took it for OUTAGE_GRACE."""
         delay = _WATCH_RETRY_MIN
+        loop = asyncio.get_running_loop()
+        lost_since: float | None = None
         try:
             while not self.queue.done:
                 if self.call is not None:
                     await self._read_until_broken()
                     if self.queue.done:
                         return
+                    lost_since = loop.time()
                 if self._streamed:  # the last stream worked: a fresh failure, retry soon
                     delay, self._streamed = _WATCH_RETRY_MIN, False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _WATCH_RETRY_MAX)
-                with contextlib.suppress(StorageUnavailableError):
+                try:
                     await self.establish()
-        except StorageError as err:  # compacted while away, or a refusal retries cannot fix
+                except StorageUnavailableError:
+                    if lost_since is not None and loop.time() - lost_since >= OUTAGE_GRACE:
+                        raise
+        except StorageError as err:  # compacted while away, unreachable, or refused
             self.queue.finish(err)
         finally:
             self._cancel_call()

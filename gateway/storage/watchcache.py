@@ -36,6 +36,7 @@ from gateway.storage.errors import (
     FutureRevisionError,
     KeyNotFoundError,
     StorageError,
+    StorageUnavailableError,
     TooOldResourceVersionError,
 )
 from gateway.storage.interface import (
@@ -264,6 +265,8 @@ class Cacher:
         self._ready = asyncio.Event()
         self._fresh_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._source = None
+        #: Set when the storage became unreachable: the revision to watch on from.
+        self._resume_from = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.terminated_watchers = 0  # watchers closed for being too slow, for tests and metrics
 
@@ -299,18 +302,35 @@ class Cacher:
     # -- filling the cache ----------------------------------------------------------------
 
     async def _reflect(self) -> None:
-        """List, then follow the storage's events; start over after any failure."""
+        """List, then follow the storage's events; after a failure list again, except when
+        the storage is only unreachable: then the watchers are ended (their clients see a
+        clean end and watch again), and once it answers the cache watches on from its own
+        revision, its window intact, so those clients resume where they were instead of
+        re-listing on a 410."""
         delay = 0.1
         while True:
             try:
-                await self._list_and_watch()
+                if self._resume_from:
+                    await self._resume_watch()
+                else:
+                    await self._list_and_watch()
                 delay = 0.1
+            except StorageUnavailableError as err:
+                if self._ready.is_set() or self._resume_from:
+                    self._resume_from = self.revision
+                self._terminate_all()
+                log.warning("watch cache lost its storage; resuming", prefix=self.prefix,
+                            error=str(err), revision=self._resume_from, retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
             except StorageError as err:
+                self._resume_from = 0
                 log.warning("watch cache lost its watch; re-listing", prefix=self.prefix,
                             error=str(err), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
             except Exception:
+                self._resume_from = 0
                 log.exception("watch cache failed; re-listing", prefix=self.prefix)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -319,6 +339,15 @@ class Cacher:
                 if self._source is not None:
                     self._source.stop()
                     self._source = None
+
+    async def _resume_watch(self) -> None:
+        """Watch the storage from the cache's own revision (TooOld if compacted meanwhile:
+        the caller lists again)."""
+        self._source = await self.storage.watch(self.prefix, revision=self._resume_from)
+        self._resume_from = 0
+        self._ready.set()
+        log.info("watch cache resumed", prefix=self.prefix, revision=self.revision)
+        await self._follow_source()
 
     async def _list_and_watch(self) -> None:
         listed = await self.storage.list(self.prefix)
@@ -338,6 +367,10 @@ class Cacher:
         self.revision = self.oldest = listed.revision
         self._ready.set()
         log.debug("watch cache ready", prefix=self.prefix, revision=self.revision)
+        await self._follow_source()
+
+    async def _follow_source(self) -> None:
+        assert self._source is not None
         async for event in self._source:
             if event.type == EventType.ERROR:
                 assert event.error is not None

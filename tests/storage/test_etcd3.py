@@ -102,6 +102,33 @@ async def test_a_watch_survives_an_etcd_restart_without_loss_or_repeats():
             await store.close()
 
 
+async def test_a_watch_ends_unavailable_after_an_outage_longer_than_an_election():
+    """etcd gone for longer than OUTAGE_GRACE: the watch ends with StorageUnavailableError
+    after every event it had; a watch from the last one delivered goes on without loss or
+    repeats once etcd is back (what the watch cache does, keeping its window)."""
+    with EtcdServer() as server:
+        store = await open_etcd(server, request_timeout=1)
+        try:
+            watch = await store.watch(P)
+            before = [await store.create(key(f"b{i}"), sized_configmap(f"b{i}")) for i in range(3)]
+            server.stop()
+            events = await asyncio.wait_for(drain(watch), timeout=30)
+            assert [e.revision for e in events if e.type != EventType.BOOKMARK][:3] == \
+                [rv(o) for o in before]
+            assert events[-1].type == EventType.ERROR
+            assert isinstance(events[-1].error, StorageUnavailableError), events[-1].error
+            server.start()
+            resumed = await retry_while_unavailable(
+                lambda: store.watch(P, revision=rv(before[-1])))
+            after = await retry_while_unavailable(
+                lambda: store.create(key("a0"), sized_configmap("a0")))
+            assert [e.revision for e in await changes(resumed, 1)] == [rv(after)]
+            await expect_next_is_only(store, resumed)
+            resumed.stop()
+        finally:
+            await store.close()
+
+
 async def test_a_watch_that_is_not_read_stays_bounded(etcd_server):
     store = await open_etcd(etcd_server, watch_buffer=16)
     try:
