@@ -31,6 +31,7 @@ from gateway.endpoints.request import (
     body_media_type,
     decode_object,
     decode_strict,
+    delete_options_error,
     dry_run_cause,
     read_body,
 )
@@ -376,11 +377,14 @@ class ResourceEndpoints:
         body = await read_body(request)
         given: dict[str, Any] = decode_object(body, body_media_type(request)) if body.strip() \
             else {}
+        problem = delete_options_error(given)
+        if problem:
+            raise status.bad_request(problem)
         query = request.query
         policy = given.get("propagationPolicy", query.get("propagationPolicy", ""))
         grace = given.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
         orphan = given.get("orphanDependents", query.get("orphanDependents"))
-        dry_run = given.get("dryRun") or query.getall("dryRun", [])
+        dry_run = [v or "" for v in given.get("dryRun") or query.getall("dryRun", [])]
         causes = []
         if policy and orphan is not None:
             causes.append(status.Cause("FieldValueInvalid", f"Invalid value: {go_quote(policy)}: "

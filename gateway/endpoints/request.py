@@ -172,6 +172,62 @@ def yaml_syntax_error(err: yaml.YAMLError) -> str:
     return f"yaml: line {mark.line + 1}: {problem}" if mark is not None else f"yaml: {problem}"
 
 
+#: metav1.DeleteOptions' fields and their Go types (Preconditions' under "preconditions").
+_DELETE_OPTIONS: dict[str, Any] = {
+    "kind": "string", "apiVersion": "string", "gracePeriodSeconds": "int64",
+    "preconditions": {"uid": "types.UID", "resourceVersion": "string"},
+    "orphanDependents": "bool", "propagationPolicy": "v1.DeletionPropagation",
+    "dryRun": "[]string", "ignoreStoreReadErrorWithClusterBreakingPotential": "bool",
+}
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _go_type_error(value: Any, go_type: Any, path: str) -> str:
+    """Go's first UnmarshalTypeError for ``value`` decoded into a DeleteOptions field of
+    ``go_type`` at ``path`` ("" when it fits; null fits anything, as Go leaves the field)."""
+    if value is None:
+        return ""
+    found = json_kind(value)
+    where = f"json: cannot unmarshal {{}} into Go struct field DeleteOptions.{path} of type "
+    if isinstance(go_type, dict):
+        if found != "object":
+            return where.format(found) + "v1.Preconditions"
+        for key, item in value.items():
+            if key in go_type and (error := _go_type_error(item, go_type[key], f"{path}.{key}")):
+                return error
+        return ""
+    if go_type == "[]string":
+        if found != "array":
+            return where.format(found) + go_type
+        for item in value:
+            if item is not None and not isinstance(item, str):
+                return where.format(json_kind(item)) + "string"
+        return ""
+    if go_type == "int64":
+        if found == "number" and isinstance(value, int) and value in _INT64:
+            return ""
+        shown = f"number {json.dumps(value)}" if found == "number" else found
+        return where.format(shown) + go_type
+    wanted = "bool" if go_type == "bool" else "string"
+    return "" if found == wanted else where.format(found) + go_type
+
+
+def delete_options_error(given: dict[str, Any]) -> str:
+    """What kube's decoder says of a DeleteOptions body whose fields have the wrong JSON types:
+    a wrong apiVersion or kind first (its version/kind probe), then the first field in the
+    document that does not fit ("" when all fit). kube 1.32 answers these with a 500; kube
+    1.35 with a 400 (kubernetes#133358), as the gateway does."""
+    for key in ("apiVersion", "kind"):
+        value = given.get(key)
+        if value is not None and not isinstance(value, str):
+            return (f"couldn't get version/kind; json parse error: json: cannot unmarshal "
+                    f"{json_kind(value)} into Go struct field .{key} of type string")
+    for key, value in given.items():
+        if key in _DELETE_OPTIONS and (error := _go_type_error(value, _DELETE_OPTIONS[key], key)):
+            return error
+    return ""
+
+
 def dry_run_cause(values: list[str]) -> status.Cause | None:
     """metav1 ValidateDryRun: every value must be "All"; kube shows the list as the Go slice
     it is ([]string{"Sometimes"})."""
