@@ -248,8 +248,3 @@ def int64_param(request: web.BaseRequest, name: str) -> int | None:
     if value is None:
         raise status.bad_request(error)
     return value
-
-
-def int_param(request: web.BaseRequest, name: str, default: int = 0) -> int:
-    value = int64_param(request, name)
-    return default if value is None else value

@@ -55,11 +55,8 @@ class GenericAPIServer:
         self.groups: dict[str, GroupVersions] = {}
         self._listeners: list[Callable[[], None]] = []
 
-    def add_path(self, path: str, handler: Handler) -> None:
-        """Serve the non-resource ``path`` (exactly; no prefix matching)."""
-        self.paths[path] = handler
-
     def add_paths(self, routes: dict[str, Handler]) -> None:
+        """Serve each non-resource path exactly (no prefix matching)."""
         self.paths.update(routes)
 
     def add_prefix(self, prefix: str, handler: Handler) -> None:

@@ -55,11 +55,6 @@ def decode(data: bytes, revision: int, key: str = "") -> Object:
     return obj
 
 
-def with_revision(obj: Object, revision: int) -> Object:
-    """A shallow copy of ``obj`` whose resourceVersion is ``revision``."""
-    return {**obj, "metadata": {**obj.get("metadata", {}), "resourceVersion": str(revision)}}
-
-
 def dumps(obj: Any) -> bytes:
     return _dumps(obj)
 
