@@ -215,6 +215,7 @@ class WatchLog:
     errors: list[tuple[float, str]] = field(default_factory=list)  # ERROR events, failed opens
     too_old: int = 0  # 410s: the watcher had to re-list (events may then be missed)
     last_rv: int = 0
+    listed_rv: int = 0  # its first list's: what came before is in the list, not the watch
 
 
 class Load:
@@ -472,7 +473,8 @@ class Load:
                 continue
             self._record(name, "watch list", began, status == 200, status)
             if status == 200:
-                log.last_rv = int(json.loads(raw)["metadata"]["resourceVersion"])
+                log.last_rv = log.listed_rv = int(
+                    json.loads(raw)["metadata"]["resourceVersion"])
             else:
                 self.watch_stop.wait(0.1)
         while not self.watch_stop.is_set():
@@ -631,12 +633,13 @@ class Report:
     # -- watches --------------------------------------------------------------------------
 
     def check_watches(self) -> None:
-        """Every acknowledged write's event, seen by every watcher exactly once, in order
-        (Load.stop() let them catch up first)."""
-        expected = {(name, rv) for name, rv in self.load.created.items()}
-        expected |= {(name, rv) for name, acks in self.load.updated.items() for _, rv in acks}
+        """Every acknowledged write after a watcher's first list, seen by it exactly once, in
+        order (Load.stop() let them catch up first)."""
+        acked = {(name, rv) for name, rv in self.load.created.items()}
+        acked |= {(name, rv) for name, acks in self.load.updated.items() for _, rv in acks}
         check = self.watch
         for log in self.load.watches:
+            expected = {(name, rv) for name, rv in acked if rv > log.listed_rv}
             seen = [(name, rv) for kind, name, rv in log.events if kind in ("ADDED", "MODIFIED")]
             counts = Counter(seen)
             check.duplicated += sum(c - 1 for c in counts.values() if c > 1)
