@@ -604,10 +604,18 @@ class Load:
 
 
 def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
-    """The events of a watch response until its clean end; a broken stream raises."""
-    while line := resp.readline():
-        if line.strip():
-            yield json.loads(line)
+    """The events of a watch response until its clean end (the terminating chunk); a broken
+    stream raises (http.client's readline would end quietly on a chunked body cut short, so
+    a cut stream would pass for a clean end: read1 raises IncompleteRead instead)."""
+    pending = b""
+    while data := resp.read1(65536):
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    if pending.strip():  # the last event without its newline: the stream was cut
+        raise http.client.IncompleteRead(pending)
 
 
 @dataclass
