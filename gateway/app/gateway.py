@@ -150,7 +150,8 @@ class Gateway:
         self.options = options
         self.metrics = Metrics()
         self.storage = StorageTimer(self.metrics).wrap(new_storage(options))
-        self.factory = StorageFactory(self.storage)
+        self.factory = StorageFactory(self.storage,
+                                      on_terminated=self.metrics.watcher_terminated)
         self.stopping = asyncio.Event()
         self.shutting_down = FlagCheck("shutdown", True, "the gateway is shutting down")
         self.hooks = {name: FlagCheck(name, False, "not finished") for name in POST_START_HOOKS

@@ -158,6 +158,10 @@ class Metrics:
                               ["group", "version", "kind"], registry=r)
         self.watch_events = Counter("apiserver_watch_events", "Watch events sent, by kind.",
                                     ["group", "version", "kind"], registry=r)
+        self.terminated_watchers = Counter(
+            "apiserver_terminated_watchers",
+            "Counter of watchers closed due to unresponsiveness broken by resource type.",
+            ["resource"], registry=r)
         self._counters: dict[tuple, Any] = {}
         self._histograms: dict[tuple, Any] = {}
         self._gauges: dict[tuple, Any] = {}
@@ -165,6 +169,14 @@ class Metrics:
         self.storage = Histogram("etcd_request_duration_seconds",
                                  "Storage operation latency, by operation and resource.",
                                  ["operation", "type"], buckets=STORAGE_BUCKETS, registry=r)
+
+    def watcher_terminated(self, prefix: str) -> None:
+        """A watch cache closed a watcher that could not keep up; ``prefix`` is the cache's
+        storage prefix (``/<group or core>/<resource>/``), labelled as kube 1.32 labels it:
+        GroupResource.String()."""
+        parts = prefix.strip("/").split("/")
+        group, resource = ("" if parts[0] == "core" else parts[0]), parts[-1]
+        self.terminated_watchers.labels(f"{resource}.{group}" if group else resource).inc()
 
     def labels(self, request: Any, info: RequestInfo) -> tuple[str, ...]:
         return self.labels_of(request.method, request.headers.get("Content-Type", ""),

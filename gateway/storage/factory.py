@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -43,8 +44,11 @@ async def wait_until_reachable(storage: Storage, *, describe: str,
 class StorageFactory:
     """Hands out one watch cache per resource prefix over the shared store."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, *,
+                 on_terminated: Callable[[str], None] | None = None) -> None:
         self.storage = storage
+        #: Told each cache's prefix whenever it closes a watcher that cannot keep up.
+        self.on_terminated = on_terminated
         self.cachers: dict[str, Cacher] = {}
         self._started = False
         #: The caches made before the start: readiness waits for these only, so a cache
@@ -54,7 +58,8 @@ class StorageFactory:
     def cacher(self, prefix: str) -> Cacher:
         cacher = self.cachers.get(prefix)
         if cacher is None:
-            cacher = self.cachers[prefix] = Cacher(self.storage, prefix)
+            cacher = self.cachers[prefix] = Cacher(self.storage, prefix,
+                                                   on_terminated=self.on_terminated)
             if self._started:
                 asyncio.get_running_loop().create_task(cacher.start())
         return cacher

@@ -237,9 +237,13 @@ class Cacher:
         fresh_timeout: float = 3.0,
         budget: TimeBudget | None = None,
         key_func: Callable[[str, Object], str] | None = None,
+        on_terminated: Callable[[str], None] | None = None,
     ) -> None:
         self.storage = storage
         self.prefix = prefix
+        #: Told this cache's prefix whenever it closes a watcher that cannot keep up (the
+        #: gateway counts it in apiserver_terminated_watchers_total).
+        self.on_terminated = on_terminated
         self.key_func = key_func or namespaced_key
         self.window_size = window
         self.watcher_buffer = watcher_buffer
@@ -458,6 +462,8 @@ class Cacher:
             log.info("closing a watcher that cannot keep up", prefix=watcher.prefix,
                      buffered=watcher.queue.qsize())
             self.terminated_watchers += 1
+            if self.on_terminated is not None:
+                self.on_terminated(self.prefix)
             self._close_watcher(watcher)
 
     def _close_watcher(self, watcher: CacheWatcher) -> None:

@@ -72,7 +72,9 @@ async def test_a_thousand_watchers_each_get_a_thousand_events_in_order(store):
 
 
 async def test_a_watcher_that_never_reads_is_dropped_without_holding_up_the_others(sqlite_store):
-    cacher = await started(sqlite_store, watcher_buffer=50, budget=TimeBudget(0.1, 0.05))
+    told: list[str] = []  # what the gateway counts in apiserver_terminated_watchers_total
+    cacher = await started(sqlite_store, watcher_buffer=50, budget=TimeBudget(0.1, 0.05),
+                           on_terminated=told.append)
     try:
         stuck = await cacher.watch_cached(P)
         healthy = [await cacher.watch_cached(P) for _ in range(20)]
@@ -82,6 +84,7 @@ async def test_a_watcher_that_never_reads_is_dropped_without_holding_up_the_othe
         expected = sorted(rv(c) for c in created)
         assert [[e.revision for e in events] for events in results] == [expected] * 20
         assert cacher.terminated_watchers == 1
+        assert told == [P]
         assert stuck.closed
         buffered = await drain(stuck)  # what its buffer held, then the end
         assert [e.revision for e in buffered] == expected[:50]
