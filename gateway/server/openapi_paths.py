@@ -119,6 +119,13 @@ def _operation(resource: ResourceDef, action: str, name: str, path: str, respons
     return op
 
 
+#: The verb each method of a collection path (False) and an item path (True) needs.
+OPERATION_VERBS = {
+    False: {"get": "list", "post": "create", "delete": "deletecollection"},
+    True: {"get": "get", "put": "update", "patch": "patch", "delete": "delete"},
+}
+
+
 def resource_paths(resource: ResourceDef, v3: bool) -> dict[str, Any]:
     """The paths and operations of one resource, as kube publishes them (a custom resource's
     as apiextensions-apiserver's builder does: its patch types, its status and scale)."""
@@ -157,7 +164,14 @@ def resource_paths(resource: ResourceDef, v3: bool) -> dict[str, Any]:
             "parameters": item_params,
         },
     }
-    if ns:
+    for path in (collection, item):  # only what the resource serves (a review: create)
+        operations = paths[path]
+        for method, verb in OPERATION_VERBS[path == item].items():
+            if verb not in resource.verbs:
+                del operations[method]
+        if operations.keys() <= {"parameters"}:
+            del paths[path]
+    if ns and "list" in resource.verbs:
         every = f"{base}/{resource.plural}"
         paths[every] = {"get": op("list", f"list{resource.kind}ForAllNamespaces", every,
                                   list_kind, query=LIST_PARAMS)}

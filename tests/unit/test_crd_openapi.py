@@ -27,7 +27,11 @@ from gateway.server.openapi_custom import (
     to_openapi_v2,
     unfold,
 )
-from gateway.server.openapi_paths import operation_id_and_tags, valid_operation_id
+from gateway.server.openapi_paths import (
+    operation_id_and_tags,
+    resource_paths,
+    valid_operation_id,
+)
 from tests.unit.test_openapi_protobuf import round_trip, without_empty_lists
 
 GROUP = "stable.example.com"
@@ -582,3 +586,24 @@ async def test_documents_follow_schema_changes_and_unserved_versions():
     assert "com.example.stable.v1beta1.CronTab" not in v2.document["definitions"]
     assert v2.document["definitions"][NAME]["properties"]["spec"]["properties"] == {
         "color": {"type": "string"}}
+
+
+@pytest.mark.parametrize("v3", [False, True])
+def test_only_the_verbs_a_resource_serves_are_published(v3: bool) -> None:
+    """A review is create-only: kube publishes its POST and nothing else (no by-name path, no
+    list); an ordinary namespaced resource has every operation and its all-namespaces list.
+    Found by fuzzing the documents: every other operation answered 405."""
+    from gateway.apis.authentication.reviews import TOKEN_REVIEWS
+
+    reviews = resource_paths(TOKEN_REVIEWS, v3)
+    assert {path: sorted(set(ops) - {"parameters"}) for path, ops in reviews.items()} == {
+        "/apis/authentication.k8s.io/v1/tokenreviews": ["post"]}
+    lease = ResourceDef(group="coordination.k8s.io", version="v1", kind="Lease",
+                        plural="leases", singular="lease", namespaced=True,
+                        schema="io.k8s.api.coordination.v1.Lease")
+    leases = resource_paths(lease, v3)
+    base = "/apis/coordination.k8s.io/v1"
+    assert {path: sorted(set(ops) - {"parameters"}) for path, ops in leases.items()} == {
+        f"{base}/namespaces/{{namespace}}/leases": ["delete", "get", "post"],
+        f"{base}/namespaces/{{namespace}}/leases/{{name}}": ["delete", "get", "patch", "put"],
+        f"{base}/leases": ["get"]}
