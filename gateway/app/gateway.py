@@ -43,6 +43,7 @@ from gateway.apiextensions.controller import CRDController
 from gateway.apiextensions.conversion import converter_for
 from gateway.apiextensions.crds import CUSTOM_RESOURCE_DEFINITIONS
 from gateway.apimachinery import status
+from gateway.apimachinery.dynamicfile import FileWatcher
 from gateway.apis.admissionregistration.policies import (
     VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS,
@@ -58,7 +59,7 @@ from gateway.apis.install import build_kube_core
 from gateway.auth.rbac.authorizer import RBAC, RBACCaches
 from gateway.auth.rbac.escalation import EscalationCheck
 from gateway.auth.security import Security, build_security
-from gateway.controllers.authconfig import publish_auth_configmap
+from gateway.controllers.authconfig import AuthenticationInfoController
 from gateway.controllers.events import EventReaper
 from gateway.controllers.flowcontrol import FlowControlConfig
 from gateway.controllers.namespaces import NamespaceController
@@ -187,6 +188,10 @@ class Gateway:
         self.root_ca = load_root_ca(options)  # kube-root-ca.crt's bundle; None: not known
         self.crd_controller = self._install_apiextensions()
         self.security = self._install_security()
+        # certificate, CA and key files read again when they change (run.py adds the
+        # serving certificate's)
+        self.files = FileWatcher()
+        self.files.watch(*self.security.files())
         self.apiservices = self._install_apiregistration()
         self.aggregator_metrics = AggregatorMetrics(self.metrics.registry)
         self.registration = APIServiceRegistration(self.apiservices)
@@ -438,7 +443,9 @@ class Gateway:
         await self.storage.start()
 
     def begin_post_start(self) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(self._post_start()))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self.files.run()))
+        self._tasks.append(loop.create_task(self._post_start()))
 
     async def _post_start(self) -> None:
         """The post-start hooks in order, each marked done as it finishes; then the
@@ -467,9 +474,7 @@ class Gateway:
             DISCOVERY_HOOK: lambda: self._start(self.discovery_manager.run()),
             OPENAPI_HOOK: lambda: self._start(self.openapi.run()),
             AUTOREGISTRATION_HOOK: self._autoregister,
-            AUTH_INFO_HOOK: lambda: _retrying(
-                lambda: publish_auth_configmap(self.core.store("configmaps"), self.options),
-                "publishing the authentication ConfigMap"),
+            AUTH_INFO_HOOK: self._start_authentication_info,
             CONTROLLERS_HOOK: lambda: self._start_controllers(policy, aggregation),
         }
         for name in self.hooks:
@@ -477,6 +482,15 @@ class Gateway:
             self.hooks[name].set(True)
             log.debug("post-start hook finished", hook=name)
         log.info("gateway ready", storage=self.storage_description)
+
+    async def _start_authentication_info(self) -> None:
+        """The extension-apiserver-authentication ConfigMap, then the controller that keeps
+        it current as the CA files change."""
+        controller = AuthenticationInfoController(
+            self.core.store("configmaps"), self.options, self.security.client_ca,
+            self.security.requestheader_ca)
+        await _retrying(controller.sync, "publishing the authentication ConfigMap")
+        await self._start(controller.run())
 
     def _flow_control_config(self) -> FlowControlConfig:
         group = "flowcontrol.apiserver.k8s.io"

@@ -15,20 +15,20 @@ import resource
 import signal
 import socket
 import urllib.parse
-from pathlib import Path
 
 import structlog
 from aiohttp import web
 
 from gateway import pki
 from gateway.aggregator.fastlane import FastLane
+from gateway.apimachinery.dynamicfile import FileContentError
 from gateway.app.gateway import Gateway
 from gateway.auth.audit.policy import PolicyError
 from gateway.auth.authn.serviceaccount import KeyFileError
 from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
 from gateway.server.httpserver import TLS_HANDSHAKE_TIMEOUT, GoServer
-from gateway.server.tls import server_ssl_context
+from gateway.server.tls import ServingTLS, serving_pair_file
 from gateway.storage.errors import StorageError
 from gateway.transport.clients import ClientCertError
 
@@ -113,11 +113,6 @@ def complete_with_dev_pki(options: ServeOptions) -> ServeOptions:
     )
 
 
-def _client_cas(options: ServeOptions) -> list[Path]:
-    cas = [options.client_ca_file, options.requestheader_client_ca_file]
-    return [ca for ca in cas if ca is not None]
-
-
 class LaneSite(web.TCPSite):
     """aiohttp's TCP site, its connections first served by the proxy's fast lane (which hands
     them to aiohttp's protocol at the first request it does not take), TLS handshakes given
@@ -155,18 +150,24 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     options = complete_with_dev_pki(options)
     assert options.tls_cert_file and options.tls_private_key_file
     try:
-        ssl_context = server_ssl_context(
-            options.tls_cert_file, options.tls_private_key_file, _client_cas(options)
-        )
-    except (OSError, ValueError) as err:
-        raise StartupError(f"--tls-cert-file/--tls-private-key-file: cannot load: {err}") from None
+        pair = serving_pair_file(options.tls_cert_file, options.tls_private_key_file)
+    except FileContentError as err:
+        raise StartupError(f"cannot load {err}") from None
 
     try:
         gateway = Gateway(options)
-    except (TokenFileError, KeyFileError, pki.PKIError, PolicyError, ClientCertError) as err:
+    except (TokenFileError, KeyFileError, pki.PKIError, PolicyError, ClientCertError,
+            FileContentError) as err:
         raise StartupError(str(err)) from None
     except OSError as err:
         raise StartupError(f"{err.filename}: {err.strerror}") from None
+    # the serving certificate and the client CAs (the authenticators' own) are followed by
+    # the gateway's file watcher: new connections get the new ones
+    security = gateway.security
+    serving = ServingTLS(pair, [ca for ca in (security.client_ca, security.requestheader_ca)
+                                if ca is not None])
+    gateway.files.watch(*serving.files())
+    ssl_context = serving.context
     try:
         await gateway.start()
     except StorageError as err:

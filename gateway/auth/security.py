@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gateway.apimachinery.dynamicfile import FileContent
 from gateway.auth.authn import Authenticator
 from gateway.auth.authn.requestheader import RequestHeaderConfig, request_header_authenticator
 from gateway.auth.authn.serviceaccount import ServiceAccountTokens, UidLookup
@@ -13,7 +14,12 @@ from gateway.auth.authn.tokens import (
     load_token_file,
     token_file_authenticator,
 )
-from gateway.auth.authn.x509 import CertificateVerifier, x509_authenticator
+from gateway.auth.authn.x509 import (
+    CABundle,
+    CertificateVerifier,
+    ca_bundle_file,
+    x509_authenticator,
+)
 from gateway.auth.authorizer import (
     Authorizer,
     always_allow,
@@ -35,17 +41,29 @@ class Security:
     tokens: ServiceAccountTokens
     front_proxy: RequestHeaderConfig | None
     modes: list[str] = field(default_factory=list)
+    #: --client-ca-file and --requestheader-client-ca-file, read again when they change
+    client_ca: FileContent[CABundle] | None = None
+    requestheader_ca: FileContent[CABundle] | None = None
 
     @property
     def api_audiences(self) -> tuple[str, ...]:
         return self.tokens.audiences
 
+    def files(self) -> list[FileContent]:
+        """Every file the authenticators hold, for a FileWatcher."""
+        return [c for c in (self.client_ca, self.requestheader_ca, *self.tokens.files)
+                if c is not None]
+
 
 def build_security(options: ServeOptions, rbac: RBAC, lookup: UidLookup) -> Security:
-    """Authenticators in kube-apiserver's order: front proxy, client certificate, tokens."""
+    """Authenticators in kube-apiserver's order: front proxy, client certificate, tokens.
+    FileContentError or KeyFileError when a CA bundle or key file does not load."""
     authenticators: list[Authenticator] = []
     front_proxy = None
+    requestheader_ca = client_ca = None
     if options.requestheader_client_ca_file is not None:
+        requestheader_ca = ca_bundle_file("--requestheader-client-ca-file",
+                                          options.requestheader_client_ca_file)
         front_proxy = RequestHeaderConfig(
             tuple(options.requestheader_username_headers),
             tuple(options.requestheader_group_headers),
@@ -53,9 +71,10 @@ def build_security(options: ServeOptions, rbac: RBAC, lookup: UidLookup) -> Secu
             tuple(options.requestheader_uid_headers),
             tuple(options.requestheader_allowed_names))
         authenticators.append(request_header_authenticator(
-            CertificateVerifier(options.requestheader_client_ca_file), front_proxy))
+            CertificateVerifier(requestheader_ca), front_proxy))
     if options.client_ca_file is not None:
-        authenticators.append(x509_authenticator(CertificateVerifier(options.client_ca_file)))
+        client_ca = ca_bundle_file("--client-ca-file", options.client_ca_file)
+        authenticators.append(x509_authenticator(CertificateVerifier(client_ca)))
     tokens = ServiceAccountTokens.from_files(
         options.service_account_signing_key_file, options.service_account_key_files,
         options.service_account_issuers, options.api_audiences, lookup)
@@ -69,4 +88,4 @@ def build_security(options: ServeOptions, rbac: RBAC, lookup: UidLookup) -> Secu
     authorize = union([privileged_groups, *(modes[m] for m in options.authorization_modes)])
     return Security(authenticators, token_authenticators, options.anonymous_auth, authorize,
                     rbac if "RBAC" in options.authorization_modes else None, tokens,
-                    front_proxy, list(options.authorization_modes))
+                    front_proxy, list(options.authorization_modes), client_ca, requestheader_ca)

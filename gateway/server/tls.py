@@ -8,6 +8,13 @@ that accepts any certificate, through ctypes. The authenticators (gateway.auth.a
 verify the certificate against the right CA bundle. Where that is not possible (not CPython,
 no libssl to load) the handshake verifies against the client CAs instead, and a certificate
 from another CA fails the connection.
+
+The serving certificate and the client CAs are files read again when they change
+(gateway.apimachinery.dynamicfile; kube's DynamicServingCertificateController): each change
+builds a new context, and every new connection is moved onto the newest one while its
+handshake starts (OpenSSL's server-name callback, called with or without SNI). Connections
+already open keep what they were made with, so watches go on. A pair whose halves do not
+match or do not parse is logged and the last good one served.
 """
 
 from __future__ import annotations
@@ -20,6 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
+from cryptography import x509
+
+from gateway.apimachinery.dynamicfile import FileContent
+from gateway.auth.authn.x509 import CABundle, ca_bundle_file
+from gateway.transport.clients import load_cert_chain_pem
 
 log = structlog.get_logger(__name__)
 
@@ -63,18 +75,86 @@ def _request_any_client_certificate(ctx: ssl.SSLContext) -> bool:
     return True
 
 
-def server_ssl_context(cert_file: Path, key_file: Path,
-                       client_cas: Sequence[Path] = ()) -> ssl.SSLContext:
-    """TLS 1.2+, HTTP/1.1 by ALPN; client certificates asked for and checked later."""
+def _context(pair_pem: bytes, client_cas: Sequence[CABundle]) -> ssl.SSLContext:
+    """TLS 1.2+, HTTP/1.1 by ALPN, the pair served, client certificates asked for."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(str(cert_file), str(key_file))
-    for ca in client_cas:
-        ctx.load_verify_locations(cafile=str(ca))
+    load_cert_chain_pem(ctx, pair_pem)
+    for bundle in client_cas:
+        ctx.load_verify_locations(cadata=bundle.pem.decode("ascii", "replace"))
     if client_cas:
         ctx.verify_mode = ssl.CERT_OPTIONAL
-        if not _request_any_client_certificate(ctx):
-            log.warning("client certificates are verified in the TLS handshake: one from an "
-                        "unknown CA fails the connection instead of getting 401")
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
+
+
+def _parse_pair(raw: list[bytes]) -> bytes:
+    """The certificate chain and key as one PEM, once OpenSSL has taken them together (a
+    key that is not the certificate's is refused here, not at the next handshake)."""
+    cert, key = raw
+    if not cert.strip() or not key.strip():
+        raise ValueError("missing content for the serving certificate or key")
+    x509.load_pem_x509_certificates(cert)  # ValueError: words better than OpenSSL's
+    pem = cert.rstrip(b"\n") + b"\n" + key
+    load_cert_chain_pem(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), pem)
+    return pem
+
+
+def serving_pair_file(cert_file: Path, key_file: Path) -> FileContent[bytes]:
+    """--tls-cert-file and --tls-private-key-file, read again when either changes;
+    FileContentError when they do not load at start."""
+    return FileContent(f"--tls-cert-file {cert_file} --tls-private-key-file {key_file}",
+                       [cert_file, key_file], _parse_pair, errors=(ssl.SSLError,))
+
+
+class ServingTLS:
+    """The listener's TLS context (``context``): its certificate and client CAs follow their
+    files. ``context`` itself never changes; a new connection is handed the ``current``
+    context, rebuilt whenever a file changes, at the start of its handshake."""
+
+    def __init__(self, pair: FileContent[bytes],
+                 client_cas: Sequence[FileContent[CABundle]] = ()) -> None:
+        self.pair = pair
+        self.client_cas = tuple(client_cas)
+        self.current = self._build()
+        # what a connection starts with; the verify mode and callback stay this context's
+        # after the switch (OpenSSL copies them to the connection when it is made), the
+        # certificate, key and CA store are the current context's
+        self.context = self._build()
+        if self.client_cas and not _request_any_client_certificate(self.context):
+            log.warning("client certificates are verified in the TLS handshake: one from an "
+                        "unknown CA fails the connection instead of getting 401")
+        self.context.sni_callback = self._select
+        for content in (pair, *self.client_cas):
+            content.on_change(self._rebuild)
+
+    def files(self) -> list[FileContent]:
+        """The files this context follows, for a FileWatcher."""
+        return [self.pair, *self.client_cas]
+
+    def _build(self) -> ssl.SSLContext:
+        return _context(self.pair.value, [c.value for c in self.client_cas])
+
+    def _rebuild(self, _: object) -> None:
+        try:
+            self.current = self._build()
+        except (ssl.SSLError, ValueError) as err:  # taken apart, refused together
+            log.error("cannot build the serving TLS context from the new files; new "
+                      "connections get the last one", error=str(err))
+            return
+        log.info("new connections get the new serving certificate and client CAs")
+
+    def _select(self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None,
+                context: ssl.SSLContext) -> None:
+        """OpenSSL's server-name callback: the newest context for this connection."""
+        current = self.current
+        if connection.context is not current:
+            connection.context = current
+
+
+def server_ssl_context(cert_file: Path, key_file: Path,
+                       client_cas: Sequence[Path] = ()) -> ssl.SSLContext:
+    """The listener's context for these files (followed only when a FileWatcher watches
+    them, which ``ServingTLS`` offers)."""
+    return ServingTLS(serving_pair_file(cert_file, key_file),
+                      [ca_bundle_file("client CA", path) for path in client_cas]).context

@@ -141,7 +141,7 @@ class ClientManager:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
         if client_cert and self._pair is not None:
-            _load_into(context, self._pair.pem)
+            load_cert_chain_pem(context, self._pair.pem)
         return context
 
     def _stamp(self) -> tuple:
@@ -157,7 +157,7 @@ class ClientManager:
         assert self.cert_file is not None and self.key_file is not None
         stamp = self._stamp()
         pem = self.cert_file.read_bytes().rstrip(b"\n") + b"\n" + self.key_file.read_bytes()
-        _load_into(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), pem)
+        load_cert_chain_pem(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), pem)
         return _Pair(pem, stamp)
 
     def _maybe_reload(self) -> None:
@@ -199,7 +199,7 @@ class ClientManager:
             self._session = None
 
 
-def _load_into(context: ssl.SSLContext, pem: bytes) -> None:
+def load_cert_chain_pem(context: ssl.SSLContext, pem: bytes) -> None:
     """Load a certificate chain and key held in memory (Python's ssl reads only files: a
     private temporary file, removed at once)."""
     fd, name = tempfile.mkstemp(prefix="gateway-client-", suffix=".pem")

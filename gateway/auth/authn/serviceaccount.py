@@ -5,6 +5,12 @@ A token is accepted when its signature verifies with one of --service-account-ke
 keys, its issuer is one of --service-account-issuer, an audience is one of --api-audiences,
 it has not expired, and the service account (and the object it is bound to) still exists with
 the same uid.
+
+The key files are read again when they change (gateway.apimachinery.dynamicfile): a token
+signed by a key added to --service-account-key-file verifies from then on, and once
+--service-account-signing-key-file changes new tokens are signed by the new key (whose
+public half verifies too). A change that does not load is logged and the last keys kept.
+kube-apiserver 1.32 reads these files at start only; rotating them there takes a restart.
 """
 
 from __future__ import annotations
@@ -19,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from gateway.apimachinery.dynamicfile import FileContent, FileContentError
 from gateway.apimachinery.user import service_account_user
 from gateway.auth.authn import Authenticated, AuthenticationError
 
@@ -65,24 +74,45 @@ def _pem_blocks(data: bytes) -> list[bytes]:
     return blocks
 
 
-def load_public_keys(path: Path) -> list[PublicKey]:
-    """Every public key in a PEM file (private keys count for their public half)."""
+def parse_public_keys(data: bytes) -> list[PublicKey]:
+    """Every public key in PEM ``data`` (private keys count for their public half);
+    KeyFileError when one does not parse or there is none."""
     keys: list[PublicKey] = []
-    for block in _pem_blocks(path.read_bytes()):
+    for block in _pem_blocks(data):
         try:
             if b"PRIVATE KEY" in block:
-                keys.append(serialization.load_pem_private_key(block, None).public_key())
+                key = serialization.load_pem_private_key(block, None).public_key()
             elif b"CERTIFICATE" in block:
-                from cryptography import x509
-
-                keys.append(x509.load_pem_x509_certificate(block).public_key())
+                key = x509.load_pem_x509_certificate(block).public_key()
             else:
-                keys.append(serialization.load_pem_public_key(block))
-        except (ValueError, TypeError) as err:
-            raise KeyFileError(f"{path}: unreadable key: {err}") from None
+                key = serialization.load_pem_public_key(block)
+        except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+            raise KeyFileError(f"unreadable key: {err}") from None
+        if not isinstance(key, rsa.RSAPublicKey | ec.EllipticCurvePublicKey):
+            raise KeyFileError(f"unsupported key type {type(key).__name__}")
+        keys.append(key)
     if not keys:
-        raise KeyFileError(f"{path}: no PEM key in it")
-    return keys  # type: ignore[return-value]
+        raise KeyFileError("no PEM key in it")
+    return keys
+
+
+def parse_private_key(data: bytes) -> PrivateKey:
+    """An RSA or ECDSA private key in PEM; KeyFileError otherwise."""
+    try:
+        key = serialization.load_pem_private_key(data, None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+        raise KeyFileError(f"unreadable private key: {err}") from None
+    if not isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+        raise KeyFileError(f"unsupported private key type {type(key).__name__}")
+    return key
+
+
+def load_public_keys(path: Path) -> list[PublicKey]:
+    """Every public key in a PEM file (private keys count for their public half)."""
+    try:
+        return parse_public_keys(path.read_bytes())
+    except KeyFileError as err:
+        raise KeyFileError(f"{path}: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -102,21 +132,38 @@ class ServiceAccountTokens:
         self.issuers = tuple(issuers) or (DEFAULT_ISSUER,)
         self.audiences = tuple(audiences) or self.issuers
         self.lookup = lookup
+        #: the key files, read again when they change (empty: keys given, fixed)
+        self.files: list[FileContent] = []
 
     @classmethod
     def from_files(cls, signing_key_file: Path | None, key_files: Sequence[Path],
                    issuers: Sequence[str], audiences: Sequence[str],
                    lookup: UidLookup) -> ServiceAccountTokens:
-        signing = None
-        if signing_key_file is not None:
-            try:
-                signing = serialization.load_pem_private_key(signing_key_file.read_bytes(), None)
-            except (ValueError, TypeError) as err:
-                raise KeyFileError(f"{signing_key_file}: unreadable private key: {err}") from None
-        keys = [k for path in key_files for k in load_public_keys(path)]
-        if signing is not None and key_id(signing.public_key()) not in {key_id(k) for k in keys}:
-            keys.append(signing.public_key())
-        return cls(signing, keys, issuers, audiences, lookup)  # type: ignore[arg-type]
+        """Keys from files, taken again whenever a file changes and still loads;
+        KeyFileError when one does not load at start."""
+        try:
+            signing = None if signing_key_file is None else FileContent(
+                f"--service-account-signing-key-file {signing_key_file}", [signing_key_file],
+                lambda raw: parse_private_key(raw[0]))
+            verifying = [FileContent(f"--service-account-key-file {path}", [path],
+                                     lambda raw: parse_public_keys(raw[0]))
+                         for path in key_files]
+        except FileContentError as err:
+            raise KeyFileError(str(err)) from None
+        tokens = cls(None, [], issuers, audiences, lookup)
+
+        def take(_: object = None) -> None:
+            keys = [k for content in verifying for k in content.value]
+            tokens.signing_key = signing.value if signing is not None else None
+            if tokens.signing_key is not None:
+                keys.append(tokens.signing_key.public_key())  # its own tokens verify
+            tokens.verify_keys = {key_id(k): k for k in keys}
+
+        take()
+        tokens.files = [c for c in (signing, *verifying) if c is not None]
+        for content in tokens.files:
+            content.on_change(take)
+        return tokens
 
     # -- minting ----------------------------------------------------------------------------
 

@@ -4,6 +4,10 @@ The handshake asks for a certificate and accepts any (see gateway.server.tls); t
 checks it against a CA bundle (chain, validity, client-auth usage). A certificate from another
 CA is an authentication error (401), not a failed connection. Results are cached per
 certificate, since a connection shows the same one on every request.
+
+The bundle is a file read again when it changes (gateway.apimachinery.dynamicfile, kube's
+DynamicFileCAContent): from then on every request, on a new connection or an old one, is
+judged by the new bundle, and what was remembered under the old one is forgotten.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import datetime
 import time
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,9 +26,9 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from gateway.apimachinery.dynamicfile import FileContent
 from gateway.apimachinery.user import UserInfo
 from gateway.auth.authn import Authenticated, AuthenticationError
-from gateway.pki import load_pem_certificates
 
 _CACHE_SIZE = 1024
 
@@ -37,16 +42,51 @@ def peer_certificate(request: web.BaseRequest) -> bytes | None:
     return ssl_object.getpeercert(binary_form=True)
 
 
-class CertificateVerifier:
-    """Verifies client certificates against one CA bundle; remembers the outcome."""
+@dataclass(frozen=True)
+class CABundle:
+    """A CA bundle as its file holds it, and its certificates."""
 
-    def __init__(self, ca_file: Path) -> None:
-        self.cas = load_pem_certificates(ca_file)
+    pem: bytes
+    certificates: tuple[x509.Certificate, ...]
+
+
+def parse_ca_bundle(pem: bytes) -> CABundle:
+    """ValueError when ``pem`` holds no certificate or one that does not parse."""
+    if not pem.strip():
+        raise ValueError("missing content for the CA bundle")
+    return CABundle(pem, tuple(x509.load_pem_x509_certificates(pem)))
+
+
+def ca_bundle_file(flag: str, path: Path) -> FileContent[CABundle]:
+    """The CA bundle of ``flag`` (e.g. --client-ca-file), read again when it changes;
+    FileContentError when it does not load at start."""
+    return FileContent(f"{flag} {path}", [path], lambda raw: parse_ca_bundle(raw[0]))
+
+
+class CertificateVerifier:
+    """Verifies client certificates against one CA bundle (a file, read again when it
+    changes); remembers the outcome until the bundle changes."""
+
+    def __init__(self, bundle: FileContent[CABundle]) -> None:
+        self.bundle = bundle
+        self._generation = bundle.generation
         self._cache: OrderedDict[bytes, tuple[x509.Certificate | None, str, float]] = \
             OrderedDict()
 
+    @property
+    def cas(self) -> tuple[x509.Certificate, ...]:
+        return self.bundle.value.certificates
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the bundle does: answers given under another are stale."""
+        return self.bundle.generation
+
     def verify(self, der: bytes) -> x509.Certificate:
         """The certificate, if it chains to the bundle; AuthenticationError otherwise."""
+        if self._generation != self.bundle.generation:
+            self._generation = self.bundle.generation
+            self._cache.clear()
         now = datetime.datetime.now(datetime.UTC).timestamp()
         cached = self._cache.get(der)
         if cached is not None and now < cached[2]:
@@ -113,9 +153,9 @@ def x509_authenticator(verifier: CertificateVerifier):
     """user = the certificate's CN, groups = its O values (kube's x509 authenticator).
 
     A connection shows one certificate for its whole life: the answer is kept with the
-    connection's TLS object (and expires as the verifier's does), so a request on a known
-    connection does not read the certificate again."""
-    by_connection: weakref.WeakKeyDictionary[Any, tuple[Authenticated, float]] = \
+    connection's TLS object (and expires as the verifier's does, or when the CA bundle
+    changes), so a request on a known connection does not read the certificate again."""
+    by_connection: weakref.WeakKeyDictionary[Any, tuple[Authenticated, float, int]] = \
         weakref.WeakKeyDictionary()
 
     async def authenticate(request: web.BaseRequest) -> Authenticated | None:
@@ -125,7 +165,7 @@ def x509_authenticator(verifier: CertificateVerifier):
             return None
         known = by_connection.get(ssl_object)
         now = time.time()
-        if known is not None and now < known[1]:
+        if known is not None and now < known[1] and known[2] == verifier.generation:
             return known[0]
         der = ssl_object.getpeercert(binary_form=True)
         if not der:
@@ -133,7 +173,8 @@ def x509_authenticator(verifier: CertificateVerifier):
         cert = verifier.verify(der)
         result = Authenticated(_user_of(cert))
         by_connection[ssl_object] = (
-            result, min(now + _CONNECTION_TTL, cert.not_valid_after_utc.timestamp()))
+            result, min(now + _CONNECTION_TTL, cert.not_valid_after_utc.timestamp()),
+            verifier.generation)
         return result
 
     return authenticate
