@@ -52,9 +52,8 @@ from gateway.apimachinery.context import REQUEST_INFO, RESPONSE_HEADERS
 from gateway.apimachinery.requestinfo import parse_request_info
 from gateway.auth.authn.requestheader import RequestHeaderConfig
 from gateway.server.filters.authentication import CredentialHeaders
-from gateway.server.genericapiserver import Handler
 from gateway.server.httpserver import IDLE_TIMEOUT, READ_HEADER_TIMEOUT, GoRequestHandler
-from gateway.server.request import RESPONSE_STREAM
+from gateway.server.request import RESPONSE_STREAM, ChainHandler
 from gateway.transport import wire
 
 log = structlog.get_logger("gateway.http")
@@ -76,7 +75,7 @@ def parse_head(raw: bytes) -> tuple[str, str, CIMultiDict[str]] | None:
     return parsed[0], parsed[1], CIMultiDict(parsed[2])
 
 
-class LaneRequest(dict):  # type: ignore[type-arg]
+class LaneRequest(dict[str, Any]):
     """A request the lane carries, as the chain sees it (gateway.server.request.Request): the
     members of aiohttp's request the filters read, its notes kept in the dict it is."""
 
@@ -118,7 +117,7 @@ class LaneRequest(dict):  # type: ignore[type-arg]
 class FastLane:
     """Decides which requests the lane takes, and carries them through the chain."""
 
-    def __init__(self, server: AggregatorServer, handler: Handler, served: Any, *,
+    def __init__(self, server: AggregatorServer, handler: ChainHandler, served: Any, *,
                  front_proxy: RequestHeaderConfig | None, cors: bool) -> None:
         self.server = server
         #: The handler chain, the very one aiohttp's server calls.
@@ -200,7 +199,7 @@ class FastLane:
                           response=type(response).__name__)
                 stream.abort()
                 return False
-            await stream.answer(response)
+            await stream.answer(response, response.body or b"")
         return stream.keep_alive
 
     # -- connections --------------------------------------------------------------------------
@@ -273,12 +272,11 @@ class LaneStream:
         self.conn.abort()
         return self
 
-    async def answer(self, response: web.Response) -> None:
-        """A response the chain returned whole (an error, a Status): it has the filters'
-        headers already (the request id filter gave them)."""
+    async def answer(self, response: web.Response, body: bytes | bytearray) -> None:
+        """A response the chain returned whole (an error, a Status), with its ``body``: it
+        has the filters' headers already (the request id filter gave them)."""
         if response.keep_alive is False:  # force_close()d (the drain tracking filter)
             self.keep_alive = False
-        body = response.body or b""
         self.status = response.status
         head = self._head(response.status, response.reason, response.headers.items(),
                           len(body), None)

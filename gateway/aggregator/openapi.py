@@ -371,5 +371,8 @@ class AggregatedOpenAPI:
                 route = self.registration.by_name().get(remote[0].name) or remote[0]
                 if not route.available or route.service is None:
                     return service_unavailable()
-                return await self.proxy.serve(request, route)
+                response = await self.proxy.serve(request, route)
+                # aiohttp's request (a path of the local server): aiohttp's response
+                assert isinstance(response, web.StreamResponse)
+                return response
         return await self.local.v3_group_version(request)

@@ -33,7 +33,8 @@ caBundle for the name ``<service>.<namespace>.svc``:
 - a backend that cannot be reached is a plain-text 503 ``error trying to reach service: ...``,
   a Service that does not resolve a plain-text 503 ``service unavailable``, as kube answers
   (not Status objects). A failure after the response started cuts the connection, so the client
-  sees a truncated response, never a second one;
+  sees a truncated response, never a second one; except that a watch whose backend's stream
+  breaks off between two events ends as a watch ends (gateway/aggregator/watchframes.py);
 - discovery of the group version (``/apis/<g>/<v>`` itself) must answer within 5 s; other
   requests have no time limit here beyond the request's own;
 - an upgrade (``Connection: upgrade`` with ``Upgrade``: WebSocket, SPDY) gets a TLS connection
@@ -60,6 +61,7 @@ from yarl import URL
 
 from gateway.aggregator.metrics import AggregatorMetrics
 from gateway.aggregator.routes import Route
+from gateway.aggregator.watchframes import WatchFrames, watch_frames
 from gateway.apimachinery.context import REQUEST_INFO, USER
 from gateway.apimachinery.user import UserInfo
 from gateway.server.filters.requestid import REQUEST_ID
@@ -284,10 +286,14 @@ class Proxy:
         request[RESPONSE_STARTED] = True
         length = body.length
         whole = body.no_body or (length is not None and length <= SMALL_BODY)
+        info = request.get(REQUEST_INFO)
+        frames = None if whole or info is None else watch_frames(info.verb, out)
         try:
             if discovery:
                 async with asyncio.timeout(DISCOVERY_TIMEOUT):
                     return await _send(stream, code, reason, out, body, whole)
+            if frames is not None:
+                return await self._send_watch(stream, name, code, reason, out, body, frames)
             return await _send(stream, code, reason, out, body, whole)
         except STREAM_ERRORS as err:
             self.stream_failed(name, err)
@@ -295,6 +301,29 @@ class Proxy:
         except asyncio.CancelledError:  # the client left, or the request's deadline
             stream.abort()
             raise
+
+    async def _send_watch(self, stream: Any, name: str, code: int, reason: str,
+                          headers: list[tuple[str, str]], body: Any,
+                          frames: WatchFrames) -> Response:
+        """A watch passed on event by event; when the backend's body breaks off between two
+        events, the client's stream ends as a watch ends (gateway/aggregator/watchframes.py).
+        A cut inside an event, or on the client's side, raises (and aborts) as elsewhere."""
+        await stream.start(code, reason, headers)
+        chunks = body.iter().__aiter__()
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            except STREAM_ERRORS as err:
+                if not frames.between_events:
+                    raise
+                self.stream_failed(name, err)
+                log.info("proxied watch ended with its backend's stream", apiservice=name)
+                break
+            frames.feed(chunk)
+            await stream.write(chunk)
+        return await stream.finish()
 
     def _unreachable(self, name: str, err: BaseException, address: ServiceAddress
                      ) -> web.Response:
@@ -495,7 +524,7 @@ def backend_response_headers(headers: Any, request_id: str | None) -> list[tuple
     return out
 
 
-def _is_upgrade(request: web.BaseRequest) -> bool:
+def _is_upgrade(request: Request) -> bool:
     headers = request.headers
     if not headers.get("Upgrade"):
         return False

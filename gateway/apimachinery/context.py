@@ -4,7 +4,9 @@ what it asks for (kube keeps these in the request context, k8s.io/apiserver endp
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Protocol, overload
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -33,16 +35,68 @@ REQUESTER = "gateway.requester"
 RESPONSE_HEADERS = "gateway.response_headers"
 
 
-def request_info(request: web.BaseRequest) -> RequestInfo:
+class Notes(Protocol):
+    """Where these notes are kept: aiohttp's request (a mutable mapping), or the proxy's fast
+    lane's own request (a dict); ``Request`` below adds what the filters read of a request."""
+
+    @overload
+    def get(self, key: str, /) -> Any: ...
+    @overload
+    def get(self, key: str, default: Any, /) -> Any: ...
+    def __getitem__(self, key: str, /) -> Any: ...
+    def __setitem__(self, key: str, value: Any, /) -> None: ...
+    def __contains__(self, key: object, /) -> bool: ...
+
+
+class Request(Notes, Protocol):
+    """A request as the handler chain and the layers below it read it, on either transport
+    (gateway/server/request.py): the members of aiohttp's request they use; notes (the request
+    context: user, request info, request id...) are kept on it as on a mutable mapping."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str:
+        """The path, percent-decoded."""
+        ...
+    @property
+    def raw_path(self) -> str:
+        """The request target as sent: path and query, not decoded."""
+        ...
+    @property
+    def query(self) -> Any:
+        """The query, decoded (a MultiDict)."""
+        ...
+    @property
+    def query_string(self) -> str:
+        """The query, decoded, as one string."""
+        ...
+    @property
+    def headers(self) -> Any:  # a CIMultiDict or its proxy
+        ...
+    @property
+    def remote(self) -> str | None: ...
+    @property
+    def transport(self) -> asyncio.Transport | None: ...
+    @property
+    def body_exists(self) -> bool: ...
+
+    def clone(self, *, headers: Mapping[str, str]) -> Request:
+        """The request with other headers (aiohttp: a copy with the notes copied; the lane:
+        the same request, changed)."""
+        ...
+
+
+def request_info(request: Notes) -> RequestInfo:
     return request[REQUEST_INFO]
 
 
-def request_user(request: web.BaseRequest) -> UserInfo:
+def request_user(request: Notes) -> UserInfo:
     """The user the request acts as (anonymous when authentication was not run)."""
     return request.get(USER) or ANONYMOUS_USER
 
 
-def response_headers(request: web.BaseRequest) -> CIMultiDict[str]:
+def response_headers(request: Notes) -> CIMultiDict[str]:
     """The headers every response to ``request`` is to carry (see RESPONSE_HEADERS)."""
     headers = request.get(RESPONSE_HEADERS)
     if headers is None:
@@ -50,7 +104,7 @@ def response_headers(request: web.BaseRequest) -> CIMultiDict[str]:
     return headers
 
 
-def apply_response_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
+def apply_response_headers(request: Notes, response: web.StreamResponse) -> None:
     """Give an unprepared response the filters' headers it does not set itself (a prepared
     one has them from ``prepare_response``, or it is too late)."""
     wanted = request.get(RESPONSE_HEADERS)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiohttp import web
-
 from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.policy import Policy, load_policy
 from gateway.auth.decisions import DecisionCache, cacheable, uncached
@@ -36,8 +34,8 @@ from gateway.server.filters.priority import with_priority_and_fairness
 from gateway.server.filters.recovery import with_panic_recovery
 from gateway.server.filters.requestid import with_request_id
 from gateway.server.filters.requestinfo import with_request_info
-from gateway.server.genericapiserver import Handler
 from gateway.server.metrics import Metrics
+from gateway.server.request import ChainHandler, Request
 
 
 @dataclass
@@ -59,7 +57,7 @@ class Audit:
                        max_age_days=options.audit_log_maxage)
         return cls(policy, log)
 
-    def failed_authentication(self, request: web.BaseRequest) -> None:
+    def failed_authentication(self, request: Request) -> None:
         audit_failed_authentication(request, self.policy, self.log)
 
 
@@ -73,10 +71,10 @@ def authorization_decisions(security: Security) -> Decide:
     return DecisionCache(security.authorize, stamp).decide
 
 
-def build_handler_chain(handler: Handler, options: ServeOptions, in_flight: InFlightRequests,
+def build_handler_chain(handler: ChainHandler, options: ServeOptions, in_flight: InFlightRequests,
                         limits: InFlightLimits, metrics: Metrics, security: Security,
                         audit: Audit | None, flow_control: FlowControl | None = None
-                        ) -> Handler:
+                        ) -> ChainHandler:
     """The filters around ``handler``, outermost last here; both transports (aiohttp's
     server and the proxy's fast lane) call what this returns. With ``flow_control`` (API
     Priority and Fairness), it replaces the in-flight limits, where kube puts either."""

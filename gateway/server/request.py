@@ -4,7 +4,9 @@ Two transports carry requests into the one handler chain (gateway/server/handler
 aiohttp's server, and the proxy's fast lane (gateway/aggregator/fastlane.py), which serves
 plain requests for remote APIServices below aiohttp. The filters and the proxy are written
 against ``Request``, the part of aiohttp's ``web.BaseRequest`` they use, which the lane's own
-request object provides too; so a filter written once runs on both.
+request object provides too; so a filter written once runs on both. (``Request`` is defined
+with the request context, gateway/apimachinery/context.py, so that the layers below the
+server, authentication for one, take it too.)
 
 A handler answers in one of two ways:
 
@@ -19,52 +21,27 @@ A handler answers in one of two ways:
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from aiohttp import web
 
-from gateway.apimachinery.context import prepare_response
+from gateway.apimachinery.context import Request, prepare_response
 
 #: The request's ResponseStream when its transport is not aiohttp's (the fast lane).
 RESPONSE_STREAM = "gateway.response_stream"
 #: Set once a response's head may have gone out: an error can no longer become a Status.
 RESPONSE_STARTED = "gateway.response_started"
 
-
-class Request(Protocol):
-    """The members of aiohttp's request the filters and the proxy read; notes (the request
-    context: user, request info, request id...) are kept on it as on a mutable mapping."""
-
-    method: str
-    #: The path, percent-decoded.
-    path: str
-    #: The request target as sent: path and query, not decoded.
-    raw_path: str
-    #: The query, decoded (a MultiDict).
-    query: Any
-    #: The query, decoded, as one string.
-    query_string: str
-    headers: Any  # a CIMultiDict or its proxy
-    remote: str | None
-    transport: asyncio.Transport | None
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-    def __getitem__(self, key: str) -> Any: ...
-    def __setitem__(self, key: str, value: Any) -> None: ...
-    def __contains__(self, key: object) -> bool: ...
-
-    def clone(self, *, headers: Mapping[str, str]) -> Request:
-        """The request with other headers (aiohttp: a copy with the notes copied; the lane:
-        the same request, changed)."""
-        ...
+__all__ = ["RESPONSE_STARTED", "RESPONSE_STREAM", "AiohttpStream", "ChainHandler", "Request",
+           "Response", "ResponseStream", "stream_for"]
 
 
 class Response(Protocol):
     """What the filters read of the response a handler returns."""
 
-    status: int
+    @property
+    def status(self) -> int: ...
 
     @property
     def prepared(self) -> bool:
@@ -74,6 +51,10 @@ class Response(Protocol):
     def force_close(self) -> None:
         """The connection is closed after this response."""
         ...
+
+
+#: A handler of the chain, which both transports call: it answers either transport's request.
+ChainHandler = Callable[[Request], Awaitable[Response]]
 
 
 class ResponseStream(Protocol):

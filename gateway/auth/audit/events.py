@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.apimachinery.context import Notes
 from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import UserInfo
 from gateway.auth.audit.backend import AuditLog
@@ -105,7 +106,7 @@ _LEVEL_NAMES = {Level.NONE: "None", Level.METADATA: "Metadata", Level.REQUEST: "
                 Level.REQUEST_RESPONSE: "RequestResponse"}
 
 
-def record(request: web.BaseRequest) -> AuditRecord | None:
+def record(request: Notes) -> AuditRecord | None:
     return request.get(AUDIT)
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiohttp import web
-
+from gateway.apimachinery.context import Request
 from gateway.apimachinery.user import ANONYMOUS_USER, UserInfo
 
 
@@ -29,10 +28,11 @@ class Authenticated:
     via_front_proxy: bool = False
 
 
-Authenticator = Callable[[web.BaseRequest], Awaitable[Authenticated | None]]
+#: Called with either transport's request (aiohttp's, or the proxy's fast lane's).
+Authenticator = Callable[[Request], Awaitable[Authenticated | None]]
 
 
-async def authenticate(request: web.BaseRequest, authenticators: list[Authenticator],
+async def authenticate(request: Request, authenticators: list[Authenticator],
                        anonymous: bool) -> Authenticated | None:
     """The request's identity, or None when it must be refused with 401."""
     errors: list[Exception] = []

@@ -13,7 +13,7 @@ from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.events import AUDIT, AuditRecord
 from gateway.auth.audit.policy import Level, Policy
 from gateway.server.filters.requestid import REQUEST_ID
-from gateway.server.genericapiserver import Handler
+from gateway.server.request import ChainHandler, Request, Response
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
 
@@ -34,8 +34,10 @@ def open_record(request: web.BaseRequest, policy: Policy, log: AuditLog,
     return AuditRecord(log, level, omit, request, info, user, request.get(REQUEST_ID, ""))
 
 
-def with_audit(handler: Handler, policy: Policy, log: AuditLog) -> Handler:
-    async def audit_filter(request: web.BaseRequest) -> web.StreamResponse:
+def with_audit(handler: ChainHandler, policy: Policy, log: AuditLog) -> ChainHandler:
+    async def audit_filter(request: Request) -> Response:
+        # audited requests come by aiohttp's side only: the fast lane is off while auditing
+        assert isinstance(request, web.BaseRequest)
         audit = open_record(request, policy, log, request_user(request))
         if audit is None:
             return await handler(request)
@@ -59,9 +61,10 @@ def with_audit(handler: Handler, policy: Policy, log: AuditLog) -> Handler:
     return audit_filter
 
 
-def audit_failed_authentication(request: web.BaseRequest, policy: Policy,
-                                log: AuditLog) -> None:
+def audit_failed_authentication(request: Request, policy: Policy, log: AuditLog) -> None:
     """kube records requests refused for bad credentials too, with no user."""
+    # audited requests come by aiohttp's side only: the fast lane is off while auditing
+    assert isinstance(request, web.BaseRequest)
     audit = open_record(request, policy, log, UserInfo(""))
     if audit is not None:
         audit.emit("ResponseStarted", responseStatus=_status_of(

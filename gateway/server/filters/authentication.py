@@ -19,8 +19,7 @@ from gateway.apimachinery.context import USER
 from gateway.auth.authn import Authenticator, authenticate
 from gateway.auth.authn.requestheader import RequestHeaderConfig
 from gateway.endpoints.negotiation import status_response
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 log = structlog.get_logger(__name__)
 
@@ -95,9 +94,9 @@ def _cleaned(request: Request, front_proxy: RequestHeaderConfig | None,
     return request.clone(headers=kept)
 
 
-def with_authentication(handler: Handler, authenticators: list[Authenticator], *,
+def with_authentication(handler: ChainHandler, authenticators: list[Authenticator], *,
                         anonymous: bool, front_proxy: RequestHeaderConfig | None,
-                        on_failure: Callable[[web.BaseRequest], None] | None = None) -> Handler:
+                        on_failure: Callable[[Request], None] | None = None) -> ChainHandler:
     is_credential = CredentialHeaders(front_proxy)
 
     async def authentication_filter(request: Request) -> Response:

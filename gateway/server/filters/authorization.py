@@ -13,13 +13,12 @@ from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import UserInfo
 from gateway.auth.audit.events import record
 from gateway.auth.authorizer import Attributes, Decision, forbidden
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 Decide = Callable[[UserInfo, RequestInfo], Awaitable[tuple[Decision, str]]]
 
 
-def with_authorization(handler: Handler, decide: Decide) -> Handler:
+def with_authorization(handler: ChainHandler, decide: Decide) -> ChainHandler:
     async def authorization_filter(request: Request) -> Response:
         user, info = request_user(request), request[REQUEST_INFO]
         decision, reason = await decide(user, info)

@@ -8,19 +8,19 @@ import re
 from aiohttp import web
 
 from gateway.apimachinery.context import response_headers
-from gateway.server.genericapiserver import Handler
+from gateway.server.request import ChainHandler, Request, Response
 
 ALLOW_METHODS = "POST, GET, OPTIONS, PUT, DELETE, PATCH"
 ALLOW_HEADERS = ("Content-Type, Content-Length, Accept-Encoding, X-CSRF-Token, Authorization, "
                  "X-Requested-With, If-Modified-Since")
 
 
-def with_cors(handler: Handler, allowed_origins: list[str]) -> Handler:
+def with_cors(handler: ChainHandler, allowed_origins: list[str]) -> ChainHandler:
     if not allowed_origins:
         return handler
     patterns = [re.compile(p) for p in allowed_origins]
 
-    async def cors_filter(request: web.BaseRequest) -> web.StreamResponse:
+    async def cors_filter(request: Request) -> Response:
         origin = request.headers.get("Origin", "")
         if not origin or not any(p.search(origin) for p in patterns):
             return await handler(request)

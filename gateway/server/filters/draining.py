@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.apimachinery.context import REQUEST_INFO
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 
 class InFlightRequests:
@@ -42,7 +41,7 @@ class InFlightRequests:
         return True
 
 
-def with_drain_tracking(handler: Handler, in_flight: InFlightRequests) -> Handler:
+def with_drain_tracking(handler: ChainHandler, in_flight: InFlightRequests) -> ChainHandler:
     async def draining_filter(request: Request) -> Response:
         if request[REQUEST_INFO].is_long_running:
             return await handler(request)

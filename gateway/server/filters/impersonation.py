@@ -26,8 +26,7 @@ from gateway.apimachinery.user import (
 )
 from gateway.auth.audit.events import record
 from gateway.auth.authorizer import Attributes, Authorizer, Decision, forbidden
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 USER_HEADER, GROUP_HEADER, UID_HEADER = "Impersonate-User", "Impersonate-Group", "Impersonate-Uid"
 EXTRA_PREFIX = "Impersonate-Extra-"
@@ -107,7 +106,7 @@ def _go_references(groups: list[str], uid: str, extra: dict[str, list[str]]) -> 
 _SANITIZE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
-def _internal_error(request: web.BaseRequest, message: str) -> web.Response:
+def _internal_error(request: Request, message: str) -> web.Response:
     """kube's responsewriters.InternalError: a text/plain 500 naming the request URI, not a
     Status (kube answers impersonation without a user this way)."""
     text = f"Internal Server Error: {go_quote(request.raw_path)}: {message}"
@@ -116,13 +115,13 @@ def _internal_error(request: web.BaseRequest, message: str) -> web.Response:
                         headers={"X-Content-Type-Options": "nosniff"})
 
 
-def _strip(request: web.BaseRequest) -> web.BaseRequest:
+def _strip(request: Request) -> Request:
     headers = CIMultiDict((k, v) for k, v in request.headers.items()
                           if not k.lower().startswith("impersonate-"))
     return request.clone(headers=headers)
 
 
-def with_impersonation(handler: Handler, authorize: Authorizer) -> Handler:
+def with_impersonation(handler: ChainHandler, authorize: Authorizer) -> ChainHandler:
     async def impersonation_filter(request: Request) -> Response:
         name, groups, uid, extra = _requested(request)
         if not (name or groups or uid or extra):

@@ -18,8 +18,7 @@ from gateway.apimachinery.gowords import parse_duration
 from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import UserInfo
 from gateway.endpoints.negotiation import status_response
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 
 def too_many_requests() -> status.StatusError:
@@ -60,7 +59,7 @@ class InFlightLimits:
         return limit
 
 
-def with_max_in_flight(handler: Handler, limits: InFlightLimits) -> Handler:
+def with_max_in_flight(handler: ChainHandler, limits: InFlightLimits) -> ChainHandler:
     if not limits.enabled:
         return handler
 
@@ -143,7 +142,7 @@ class _Deadlines:
             else None
 
 
-def with_timeout(handler: Handler, default: float) -> Handler:
+def with_timeout(handler: ChainHandler, default: float) -> ChainHandler:
     deadlines: _Deadlines | None = None
 
     async def timeout_filter(request: Request) -> Response:
@@ -181,7 +180,7 @@ def with_timeout(handler: Handler, default: float) -> Handler:
     return timeout_filter
 
 
-def with_cache_control(handler: Handler) -> Handler:
+def with_cache_control(handler: ChainHandler) -> ChainHandler:
     """API responses are not to be cached unless a handler says otherwise: set before the
     handler runs, so a streamed response (a watch, a proxied one) carries it too. A Status
     error raised below becomes its response here, in the representation the request

@@ -5,12 +5,11 @@ from __future__ import annotations
 import time
 
 from gateway.apimachinery.context import REQUEST_INFO
-from gateway.server.genericapiserver import Handler
 from gateway.server.metrics import Metrics
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 
-def with_metrics(handler: Handler, metrics: Metrics) -> Handler:
+def with_metrics(handler: ChainHandler, metrics: Metrics) -> ChainHandler:
     async def metrics_filter(request: Request) -> Response:
         series = metrics.series(request, request[REQUEST_INFO])
         started = time.monotonic()

@@ -27,8 +27,7 @@ from gateway.flowcontrol.controller import Classification, FlowControl
 from gateway.flowcontrol.queueset import EXECUTING, WorkEstimate, wait
 from gateway.flowcontrol.queueset import Request as Ticket
 from gateway.server.filters.limits import timeout_from_query
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import RESPONSE_STARTED, Request, Response
+from gateway.server.request import RESPONSE_STARTED, ChainHandler, Request, Response
 
 PRIORITY_LEVEL_UID = "X-Kubernetes-PF-PriorityLevel-UID"
 FLOW_SCHEMA_UID = "X-Kubernetes-PF-FlowSchema-UID"
@@ -46,8 +45,8 @@ def too_many_requests(retry_after: int) -> web.Response:
         "Retry-After": str(retry_after)})
 
 
-def with_priority_and_fairness(handler: Handler, apf: FlowControl,
-                               request_timeout: float) -> Handler:
+def with_priority_and_fairness(handler: ChainHandler, apf: FlowControl,
+                               request_timeout: float) -> ChainHandler:
     estimate = apf.estimator.estimate
     watch_wait = min(request_timeout / 4, MAX_WAIT)
 
@@ -92,7 +91,7 @@ def with_priority_and_fairness(handler: Handler, apf: FlowControl,
     return priority_and_fairness_filter
 
 
-async def _watch(handler: Handler, request: Request, apf: FlowControl, found: Classification,
+async def _watch(handler: ChainHandler, request: Request, apf: FlowControl, found: Classification,
                  ticket: Ticket) -> Response:
     """Serve a watch, giving back its seats once its response has started."""
     started = time.monotonic()

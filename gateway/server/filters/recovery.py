@@ -15,8 +15,7 @@ import structlog
 
 from gateway.apimachinery import status
 from gateway.endpoints.negotiation import status_response
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import RESPONSE_STARTED, Request, Response
+from gateway.server.request import RESPONSE_STARTED, ChainHandler, Request, Response
 from gateway.storage.apierrors import from_storage_error
 from gateway.storage.errors import StorageError
 
@@ -25,7 +24,7 @@ log = structlog.get_logger("gateway.http")
 _http_logger = logging.getLogger("gateway.http")
 
 
-def with_panic_recovery(handler: Handler) -> Handler:
+def with_panic_recovery(handler: ChainHandler) -> ChainHandler:
     async def recovery_filter(request: Request) -> Response:
         started = time.monotonic()
         try:

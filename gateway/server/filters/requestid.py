@@ -12,10 +12,10 @@ import os
 import re
 
 import structlog
+from aiohttp import web
 
 from gateway.apimachinery.context import apply_response_headers, response_headers
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 REQUEST_ID = "gateway.request_id"
 _ACCEPTABLE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -49,7 +49,7 @@ def request_id_for(given: str) -> str:
     return given if given and _ACCEPTABLE.match(given) else new_request_id()
 
 
-def with_request_id(handler: Handler) -> Handler:
+def with_request_id(handler: ChainHandler) -> ChainHandler:
     async def request_id_filter(request: Request) -> Response:
         request_id = request_id_for(request.headers.get("Audit-ID", ""))
         request[REQUEST_ID] = request_id
@@ -60,7 +60,9 @@ def with_request_id(handler: Handler) -> Handler:
         finally:
             _REQUEST_ID_VAR.reset(token)
         # the outermost filter: every filter's headers, on a Status made from an error too
-        apply_response_headers(request, response)
+        # (only aiohttp's responses can still take them: the lane's own is always prepared)
+        if isinstance(response, web.StreamResponse):
+            apply_response_headers(request, response)
         return response
 
     return request_id_filter

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from gateway.apimachinery.context import REQUEST_INFO
 from gateway.apimachinery.requestinfo import parse_request_info
-from gateway.server.genericapiserver import Handler
-from gateway.server.request import Request, Response
+from gateway.server.request import ChainHandler, Request, Response
 
 
-def with_request_info(handler: Handler) -> Handler:
+def with_request_info(handler: ChainHandler) -> ChainHandler:
     async def request_info_filter(request: Request) -> Response:
         if REQUEST_INFO not in request:
             request[REQUEST_INFO] = parse_request_info(
