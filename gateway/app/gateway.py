@@ -77,15 +77,12 @@ from gateway.registry.store import RESTStore, WriteOptions
 from gateway.server.discovery import Discovery, GroupVersions
 from gateway.server.filters.draining import InFlightRequests
 from gateway.server.filters.limits import InFlightLimits
-from gateway.server.genericapiserver import (
-    GenericAPIServer,
-    Handler,
-    not_found_until_installed,
-)
+from gateway.server.genericapiserver import GenericAPIServer, not_found_until_installed
 from gateway.server.handler_chain import Audit, build_handler_chain
 from gateway.server.healthz import FlagCheck, HealthCheck, health_routes, ping_check
 from gateway.server.metrics import FlowControlMetrics, Metrics, StorageTimer
 from gateway.server.openapi import OpenAPI
+from gateway.server.request import ChainHandler
 from gateway.storage.errors import StorageError
 from gateway.storage.factory import StorageFactory, wait_until_reachable
 from gateway.storage.interface import Storage
@@ -191,7 +188,7 @@ class Gateway:
         # certificate, CA and key files read again when they change (run.py adds the
         # serving certificate's)
         self.files = FileWatcher()
-        self.files.watch(*self.security.files())
+        self.files.watch(*self.security.files(), self.clients.pair)
         self.apiservices = self._install_apiregistration()
         self.aggregator_metrics = AggregatorMetrics(self.metrics.registry)
         self.registration = APIServiceRegistration(self.apiservices)
@@ -228,10 +225,9 @@ class Gateway:
         self.audit = Audit.from_options(options)
         self.flow_control = self._flow_control() if options.enable_priority_and_fairness \
             else None
-        self.handler: Handler = build_handler_chain(self.aggregator_server.handle, options,
-                                                    self.in_flight, self.limits, self.metrics,
-                                                    self.security, self.audit,
-                                                    self.flow_control)
+        self.handler: ChainHandler = build_handler_chain(
+            self.aggregator_server.handle, options, self.in_flight, self.limits, self.metrics,
+            self.security, self.audit, self.flow_control)
         # plain requests for remote APIServices read below aiohttp, through the same chain
         # (none while auditing: audited requests go by aiohttp's side only)
         self.fast_lane = None if self.audit is not None else FastLane(

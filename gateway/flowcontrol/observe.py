@@ -27,15 +27,25 @@ class Observe(Protocol):
 class FlowSeries(Protocol):
     """The series of one (priority level, flow schema) pair."""
 
-    inqueue_requests: Count
-    inqueue_seats: Count
-    executing_requests: Count
-    executing_seats: Count
-    dispatched: Count
-    no_accommodation: Count
-    queue_length: Observe
-    estimated_seats: Observe
-    watch_count: Observe
+    # read-only: the flow controller only counts into them
+    @property
+    def inqueue_requests(self) -> Count: ...
+    @property
+    def inqueue_seats(self) -> Count: ...
+    @property
+    def executing_requests(self) -> Count: ...
+    @property
+    def executing_seats(self) -> Count: ...
+    @property
+    def dispatched(self) -> Count: ...
+    @property
+    def no_accommodation(self) -> Count: ...
+    @property
+    def queue_length(self) -> Observe: ...
+    @property
+    def estimated_seats(self) -> Observe: ...
+    @property
+    def watch_count(self) -> Observe: ...
 
     def rejected(self, reason: str) -> Count:
         """apiserver_flowcontrol_rejected_requests_total{reason}: "queue-full",

@@ -135,7 +135,7 @@ class Request:
         self.arrival_r = qs.current_r
         self.started = 0.0
         self.queue: Queue | None = None
-        self.future = None  # made only for a request that has to wait
+        self.future: asyncio.Future[bool] | None = None  # made only for a request that has to wait
         self.state = WAITING
 
 
