@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from gateway.apimachinery.netutil import IPRange, service_network
@@ -70,7 +71,8 @@ def _list(values: list[str] | None) -> list[str]:
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     """Declare every flag of ``gateway serve``."""
     add = parser.add_argument
-    flag_bool = {"type": parse_bool, "nargs": "?", "const": True, "metavar": "BOOL"}
+    flag_bool: dict[str, Any] = {"type": parse_bool, "nargs": "?", "const": True,
+                                 "metavar": "BOOL"}
     # serving
     add("--secure-port", type=int, default=6443, help="HTTPS port (default 6443)")
     add("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")

@@ -287,25 +287,27 @@ class DiscoveryManager:
         headers = {"Accept": ACCEPT}
         if last is not None and last.etag and last.versions is not None:
             headers["If-None-Match"] = last.etag
-        kept = {} if last is None else {"etag": last.etag, "versions": last.versions}
+        # an error keeps what the last fetch had
+        etag, versions = ("", None) if last is None else (last.etag, last.versions)
         service = route.service
         assert service is not None
         try:
             code, response_headers, body = await self._get(route, "/apis", headers, _AGGREGATOR)
         except FetchError as err:
-            return _Fetched(tick, error=str(err), **kept)
+            return _Fetched(tick, etag, versions, error=str(err))
         if code == 304 and last is not None and last.versions is not None:
             return _Fetched(tick, last.etag, last.versions)
         if code == 503:
-            return _Fetched(tick, error=f"service {service.namespace}/{service.name}:"
-                                        f"{service.port} returned non-success response code: "
-                                        f"503", **kept)
+            return _Fetched(tick, etag, versions,
+                            error=f"service {service.namespace}/{service.name}:"
+                                  f"{service.port} returned non-success response code: 503")
         if code == 200 and _is_aggregated(response_headers.get("Content-Type", "")):
             try:
-                versions = _by_group_version(json.loads(body))
+                found = _by_group_version(json.loads(body))
             except (ValueError, TypeError, AttributeError) as err:
-                return _Fetched(tick, error=f"decoding aggregated discovery: {err}", **kept)
-            return _Fetched(tick, response_headers.get("ETag", ""), versions)
+                return _Fetched(tick, etag, versions,
+                                error=f"decoding aggregated discovery: {err}")
+            return _Fetched(tick, response_headers.get("ETag", ""), found)
         return _Fetched(tick, legacy=True)
 
     async def _legacy(self, route: Route) -> tuple[dict[str, Any], ...]:

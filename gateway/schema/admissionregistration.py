@@ -104,17 +104,19 @@ def _webhook_fields() -> dict[str, Schema]:
 
 define(f"{V1}.ValidatingWebhook", obj(
     "An admission webhook that may reject requests, and what it is called for.",
+    _webhook_fields(),
     required=WEBHOOK_REQUIRED,
-    **_webhook_fields(),
 ))
 define(f"{V1}.MutatingWebhook", obj(
     "An admission webhook that may change objects before they are stored, and what it is "
     "called for.",
+    {
+        "reinvocationPolicy": string("Whether the webhook is called again when later "
+                                     "admission plugins change the object: Never (the "
+                                     "default) or IfNeeded.", enum=["IfNeeded", "Never"]),
+        **_webhook_fields(),
+    },
     required=WEBHOOK_REQUIRED,
-    reinvocationPolicy=string("Whether the webhook is called again when later admission "
-                              "plugins change the object: Never (the default) or IfNeeded.",
-                              enum=["IfNeeded", "Never"]),
-    **_webhook_fields(),
 ))
 define_kind(
     f"{V1}.ValidatingWebhookConfiguration", GROUP, "v1", "ValidatingWebhookConfiguration",

@@ -7,6 +7,7 @@ rewrites it for the document it is rendered into.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 Schema = dict[str, Any]
@@ -81,8 +82,13 @@ def array(items: Schema, description: str = "", *, list_type: str | None = None,
     return _described(schema, description)
 
 
-def obj(description: str, *, required: tuple[str, ...] = (), map_type: str | None = None,
+def obj(description: str, fields: Mapping[str, Schema] | None = None, *,
+        required: tuple[str, ...] = (), map_type: str | None = None,
         **properties: Schema) -> Schema:
+    """An object's schema; ``fields`` are properties given as a mapping (made by a helper, or
+    named what a Python keyword argument cannot be), first, then ``properties``."""
+    if fields:
+        properties = {**fields, **properties}
     schema: Schema = {"type": "object", "description": description}
     if properties:
         schema["properties"] = properties
@@ -118,12 +124,12 @@ def define_kind(name: str, group: str, version: str, kind: str, description: str
     """A top-level kind with apiVersion, kind and metadata, plus its List."""
     fields = {**kind_fields(), "metadata": meta_ref(
         "ObjectMeta", "The object's identity and bookkeeping."), **properties}
-    define(name, obj(description, required=required, **fields), gvk=(group, version, kind))
+    define(name, obj(description, fields, required=required), gvk=(group, version, kind))
     list_fields = {
         **kind_fields(),
         "items": array(ref(name), f"Items is a list of {kind} objects."),
         "metadata": meta_ref("ListMeta", "The list's bookkeeping."),
     }
-    define(f"{name}List", obj(f"{kind}List is a list of {kind} objects.", required=("items",),
-                              **list_fields), gvk=(group, version, f"{kind}List"))
+    define(f"{name}List", obj(f"{kind}List is a list of {kind} objects.", list_fields,
+                              required=("items",)), gvk=(group, version, f"{kind}List"))
     return name

@@ -92,7 +92,7 @@ define(f"{META}.ObjectMeta", obj(
 
 define(f"{META}.ListMeta", obj(
     "Bookkeeping of a list response.",
-    **{
+    {
         "continue": string("A token for the next page, when there is one."),
         "remainingItemCount": integer("How many items the following pages hold, when "
                                       "known.", format="int64"),
@@ -118,7 +118,7 @@ define(f"{META}.StatusDetails", obj(
 ))
 define(f"{META}.Status", obj(
     "The outcome of a request that returns no object: mostly an error.",
-    **kind_fields(),
+    kind_fields(),
     code=integer("The HTTP status code that goes with it."),
     details=meta_ref("StatusDetails", "What the status is about."),
     message=string("What happened, for people."),
@@ -134,7 +134,7 @@ define(f"{META}.Preconditions", obj(
 ))
 define(f"{META}.DeleteOptions", obj(
     "How to delete an object.",
-    **kind_fields(),
+    kind_fields(),
     dryRun=array(string(), "\"All\" to check the request without deleting anything.",
                  list_type="atomic"),
     gracePeriodSeconds=integer("How long the object may take to go away.", format="int64"),

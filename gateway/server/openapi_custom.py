@@ -67,7 +67,7 @@ if SCALE not in DEFINITIONS:
                         "parameter form (a=b,c in (d))."),
     ))
     define(SCALE, obj(
-        "A request to resize a resource, and what its size is.", **kind_fields(),
+        "A request to resize a resource, and what its size is.", kind_fields(),
         metadata=meta_ref("ObjectMeta", "The object's identity and bookkeeping."),
         spec=ref(f"{SCALE}Spec", "The size wanted."),
         status=ref(f"{SCALE}Status", "The size observed. Read-only."),
