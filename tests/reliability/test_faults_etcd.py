@@ -54,17 +54,6 @@ def finish(load: Load, healthy: Replicas) -> Report:
     return report
 
 
-def expect_intact(report: Report) -> None:
-    """No acknowledged write lost on any replica, none duplicated, every watcher saw every
-    acknowledged write once and in order, without having to re-list."""
-    detail = report.describe()
-    assert report.lost_writes == 0, detail
-    assert report.duplicates == 0, detail
-    assert report.watch.missed == 0, detail
-    assert report.watch.out_of_order == 0, detail
-    assert report.watch.too_old == 0, detail
-
-
 def expect_recovered(report: Report, since: float) -> None:
     """From ``since`` on (the fault over and a grace period past), every operation worked."""
     late = report.errors(since=since)
@@ -105,7 +94,7 @@ def test_the_etcd_leader_killed(healthy: Replicas, namespace: str) -> None:
            fault=f"the etcd leader (member {leader}) SIGKILLed; member {new_leader} elected "
                  f"in {elected:.1f} s; the old leader restarted {AFTER / 2:g} s later",
            outcome=outcome(report), **numbers(report))
-    expect_intact(report)
+    report.assert_intact()
     # etcd answers a request caught by the election after its own timeout (about 7 s)
     longest, who = report.unavailability()
     assert longest < 15, (who, report.describe())
@@ -131,7 +120,7 @@ def test_one_member_paused_and_resumed(healthy: Replicas, namespace: str) -> Non
            fault=f"etcd member 0 ({'the leader' if was_leader else 'a follower'}; replica 1's "
                  f"first endpoint) SIGSTOPped for {PAUSE:g} s, then SIGCONT",
            outcome=outcome(report), **numbers(report))
-    expect_intact(report)
+    report.assert_intact()
     longest, who = report.unavailability()
     assert longest < PAUSE + 5, (who, report.describe())
     expect_recovered(report, since=paused_at + PAUSE + 5)
@@ -221,7 +210,7 @@ def test_a_replica_sigkilled(healthy: Replicas, namespace: str) -> None:
            fault="replica 2 SIGKILLed (its clients move to the next replica, its watchers "
                  "resume there from their last resourceVersion)",
            outcome=outcome(report), **numbers(report))
-    expect_intact(report)
+    report.assert_intact()
     longest, who = report.unavailability()
     assert longest < 5, (who, report.describe())
     expect_recovered(report, since=killed_at + 5)

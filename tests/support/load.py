@@ -737,6 +737,16 @@ class Report:
                             "max_ms": round(v["max"] * 1000, 1)} for k, v in ops.items()},
         }
 
+    def assert_intact(self) -> None:
+        """No acknowledged write lost on any replica, none duplicated, every watcher saw
+        every acknowledged write once and in order, without having to re-list."""
+        detail = self.describe()
+        assert self.lost_writes == 0, detail
+        assert self.duplicates == 0, detail
+        assert self.watch.missed == 0, detail
+        assert self.watch.out_of_order == 0, detail
+        assert self.watch.too_old == 0, detail
+
     def describe(self) -> str:
         """For assertion messages: the summary and the first errors."""
         errors = [f"{op.client} {op.kind} {op.status} {op.error}" for op in
