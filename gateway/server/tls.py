@@ -31,7 +31,7 @@ from cryptography import x509
 
 from gateway.apimachinery.dynamicfile import FileContent
 from gateway.auth.authn.x509 import CABundle, ca_bundle_file
-from gateway.transport.clients import load_cert_chain_pem
+from gateway.transport.clients import cert_key_pem, load_cert_chain_pem
 
 log = structlog.get_logger(__name__)
 
@@ -95,9 +95,7 @@ def _parse_pair(raw: list[bytes]) -> bytes:
     if not cert.strip() or not key.strip():
         raise ValueError("missing content for the serving certificate or key")
     x509.load_pem_x509_certificates(cert)  # ValueError: words better than OpenSSL's
-    pem = cert.rstrip(b"\n") + b"\n" + key
-    load_cert_chain_pem(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), pem)
-    return pem
+    return cert_key_pem(cert, key, ssl.PROTOCOL_TLS_SERVER)
 
 
 def serving_pair_file(cert_file: Path, key_file: Path) -> FileContent[bytes]:

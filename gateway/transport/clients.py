@@ -16,9 +16,11 @@ proxy transport).
   (``server_hostname``), and the pool keys connections by it, so a connection verified for
   one Service is never reused for another.
 - The proxy client certificate (``--proxy-client-cert-file``/``--proxy-client-key-file``) is
-  read again when either file changes (their status is looked at no more than once a second);
-  contexts made with the old certificate are dropped, their idle connections age out. A pair
-  that does not load (a half-written rotation) is logged and the last good one kept.
+  read again when either file changes (gateway.apimachinery.dynamicfile; looked at as a
+  context is asked for, no more than once a second, and by the gateway's file watcher);
+  contexts made with the old certificate are dropped, so new connections present the new
+  one, and idle connections of the old age out. A pair that does not load (a half-written
+  rotation) is logged and the last good one kept.
 - Timeouts are the caller's: each call passes its own (none for watches and upgrades).
 """
 
@@ -29,12 +31,12 @@ import os
 import ssl
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import structlog
 
+from gateway.apimachinery.dynamicfile import FileContent, FileContentError
 from gateway.transport import goerrors, relay
 
 log = structlog.get_logger(__name__)
@@ -49,14 +51,6 @@ CONNECT_TIMEOUT = 30.0
 MAX_CONTEXTS = 512
 #: What aiohttp would add to every request on its own; a proxy must not.
 _SKIPPED_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
-
-
-@dataclass(frozen=True)
-class _Pair:
-    """The proxy client certificate and key as last loaded, and what their files looked like."""
-
-    pem: bytes  # certificate chain, then key
-    stamp: tuple
 
 
 class ClientCertError(Exception):
@@ -82,14 +76,19 @@ class ClientManager:
         self._refused: dict[bytes, TLSConfigError] = {}
         self._session: aiohttp.ClientSession | None = None
         self.relay = relay.Pools()  # the proxy's lean keep-alive path
-        self._pair: _Pair | None = None
+        #: the certificate chain and key as one PEM, read again when the files change
+        self.pair: FileContent[bytes] | None = None
         self._checked = float("-inf")
-        if self.has_client_cert:  # a bad pair at start is an error the caller sees
-            try:
-                self._pair = self._load_pair()
-            except (OSError, ssl.SSLError, ValueError) as err:
-                raise ClientCertError("--proxy-client-cert-file/--proxy-client-key-file: "
-                                      f"cannot load: {err}") from None
+        if proxy_client_cert_file is not None and proxy_client_key_file is not None:
+            try:  # a bad pair at start is an error the caller sees
+                self.pair = FileContent(
+                    f"--proxy-client-cert-file {proxy_client_cert_file} "
+                    f"--proxy-client-key-file {proxy_client_key_file}",
+                    [proxy_client_cert_file, proxy_client_key_file], _client_pair,
+                    errors=(ssl.SSLError,))
+            except FileContentError as err:
+                raise ClientCertError(f"cannot load {err}") from None
+            self.pair.on_change(self._drop_client_contexts)
 
     @property
     def has_client_cert(self) -> bool:
@@ -103,12 +102,12 @@ class ClientManager:
         verifying nothing when ``insecure``; presenting the proxy client certificate when
         ``client_cert`` and one is configured. Cheap: a clock read and a dictionary look-up.
         TLSConfigError when the bundle holds nothing to trust."""
-        client_cert = client_cert and self._pair is not None
+        client_cert = client_cert and self.pair is not None
         if client_cert:
             now = time.monotonic()
             if now - self._checked >= self.reload_interval:
                 self._checked = now
-                self._maybe_reload()
+                self.pair.check()  # type: ignore[union-attr]
         key = (ca_bundle, insecure, client_cert)
         context = self._contexts.get(key)
         if context is None:
@@ -140,41 +139,14 @@ class ClientManager:
                 raise TLSConfigError(goerrors.root_certificates_error(ca_bundle)) from None
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
-        if client_cert and self._pair is not None:
-            load_cert_chain_pem(context, self._pair.pem)
+        if client_cert and self.pair is not None:
+            load_cert_chain_pem(context, self.pair.value)
         return context
 
-    def _stamp(self) -> tuple:
-        assert self.cert_file is not None and self.key_file is not None
-        stamps = []
-        for path in (self.cert_file, self.key_file):
-            st = os.stat(path)
-            stamps.append((st.st_mtime_ns, st.st_size, st.st_ino))
-        return tuple(stamps)
-
-    def _load_pair(self) -> _Pair:
-        """Read and check the pair (raises OSError or ssl.SSLError when it does not load)."""
-        assert self.cert_file is not None and self.key_file is not None
-        stamp = self._stamp()
-        pem = self.cert_file.read_bytes().rstrip(b"\n") + b"\n" + self.key_file.read_bytes()
-        load_cert_chain_pem(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), pem)
-        return _Pair(pem, stamp)
-
-    def _maybe_reload(self) -> None:
-        try:
-            if self._pair is not None and self._stamp() == self._pair.stamp:
-                return
-            pair = self._load_pair()
-        except (OSError, ssl.SSLError, ValueError) as err:
-            log.warning("cannot reload the proxy client certificate; keeping the last one",
-                        cert=str(self.cert_file), key=str(self.key_file), error=str(err))
-            return
-        if self._pair is not None and pair.pem == self._pair.pem:
-            self._pair = pair  # touched, not changed
-            return
-        self._pair = pair
+    def _drop_client_contexts(self, _: bytes) -> None:
+        """A new client certificate: contexts (and so connections) made with the old one are
+        no longer handed out."""
         self._contexts = {k: c for k, c in self._contexts.items() if not k[2]}
-        log.info("reloaded the proxy client certificate", cert=str(self.cert_file))
 
     # -- connections --------------------------------------------------------------------------
 
@@ -197,6 +169,18 @@ class ClientManager:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def cert_key_pem(cert: bytes, key: bytes, protocol: ssl._SSLMethod) -> bytes:
+    """A certificate chain and its key as one PEM, once OpenSSL has taken them together (a
+    key that is not the certificate's is refused here: ssl.SSLError)."""
+    pem = cert.rstrip(b"\n") + b"\n" + key
+    load_cert_chain_pem(ssl.SSLContext(protocol), pem)
+    return pem
+
+
+def _client_pair(raw: list[bytes]) -> bytes:
+    return cert_key_pem(raw[0], raw[1], ssl.PROTOCOL_TLS_CLIENT)
 
 
 def load_cert_chain_pem(context: ssl.SSLContext, pem: bytes) -> None:

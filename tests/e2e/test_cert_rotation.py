@@ -33,6 +33,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from tests.support import reliability
+from tests.support.backend import GV_PATH, BackendProcess
 from tests.support.certs import (
     CLIENT_AUTH,
     SERVER_AUTH,
@@ -84,6 +85,14 @@ class Rig:
     @property
     def front_proxy_ca_file(self) -> Path:
         return self.files / "front-proxy-ca.crt"
+
+    @property
+    def proxy_client(self) -> Pair:
+        return Pair(self.files / "proxy-client.crt", self.files / "proxy-client.key")
+
+    @property
+    def proxy_ca_file(self) -> Path:
+        return self.files / "proxy-ca.crt"
 
     @property
     def sa_pub(self) -> Path:
@@ -209,7 +218,16 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         "--service-account-key-file", str(files / "sa.pub"),
         "--service-account-signing-key-file", str(files / "sa.key"),
         "--token-auth-file", str(workdir / "tokens.csv"),
+        "--proxy-client-cert-file", str(files / "proxy-client.crt"),
+        "--proxy-client-key-file", str(files / "proxy-client.key"),
+        "--enable-aggregator-routing",
     ), files, [serving_ca], client_ca, front_proxy_ca, sa_key)
+    proxy_ca = Issuer.new("proxy-ca")
+    rig.proxy_ca_file.write_bytes(pem(proxy_ca.cert))
+    (files / "proxy-ca.key").write_bytes(proxy_ca.key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    issue_pair(files, "proxy-client", "proxy-client-0", proxy_ca, usages=(CLIENT_AUTH,))
     cert, key = _serving_pair(serving_ca)
     rig.serving.cert.write_bytes(cert)
     rig.serving.key.write_bytes(key)
@@ -455,6 +473,62 @@ def test_service_account_keys_rotated(rig: Rig, ns: str) -> None:
     assert still_old == (201, user)
     assert fresh == (201, user)
     assert rig.whoami(token=new_token) == (201, user)
+
+
+# -- the proxy's client certificate ---------------------------------------------------------
+
+
+def test_proxy_client_certificate_rotated(rig: Rig, tmp_path: Path) -> None:
+    """The certificate the gateway shows backends follows its files: requests proxied after
+    the rotation, by the fast lane (a plain GET) and by aiohttp's side (a POST), reach the
+    backend with the new one."""
+    backend = BackendProcess(tmp_path / "backend", requestheader_ca=rig.proxy_ca_file,
+                             allowed_names=("proxy-client-0", "proxy-client-1"))
+    backend.start()
+    try:
+        for path, doc in (
+                ("/api/v1/namespaces", None),
+                (f"/api/v1/namespaces/{backend.namespace}/services", "Service"),
+                (f"/api/v1/namespaces/{backend.namespace}/endpoints", "Endpoints"),
+                ("/apis/apiregistration.k8s.io/v1/apiservices", "APIService")):
+            body = next(d for d in backend.manifests() if d["kind"] == (doc or "Namespace"))
+            code, answer = rig.request("POST", path, body)
+            assert code == 201, answer
+        flunders = f"{GV_PATH}/namespaces/default/flunders"
+
+        def shown(method: str = "GET", body: Any = None) -> str | None:
+            """The client certificate CN the backend saw on a proxied request."""
+            backend.clear_requests()
+            code, answer = rig.request(method, flunders, body)
+            assert code in (200, 201), (code, answer)
+            seen = backend.requests(prefix=flunders)
+            assert seen, "the backend saw nothing"
+            return seen[-1].client_cn
+
+        assert eventually(shown, timeout=30, interval=0.2,
+                          what="the backend reachable") == "proxy-client-0"
+        proxy_ca = Issuer.load(rig.proxy_ca_file, rig.files / "proxy-ca.key")
+        rotated = issue_pair(tmp_path, "rotated", "proxy-client-1", proxy_ca,
+                             usages=(CLIENT_AUTH,))
+        started = time.monotonic()
+        _replace(rig.proxy_client.cert, rotated.cert.read_bytes())
+        _replace(rig.proxy_client.key, rotated.key.read_bytes())
+        eventually(lambda: shown() == "proxy-client-1", timeout=PICKUP, interval=0.1,
+                   what="the backend shown the new client certificate")
+        picked_up = time.monotonic() - started
+        by_lane = [shown() for _ in range(3)]
+        by_aiohttp = shown("POST", {"apiVersion": "wardle.example.com/v1alpha1",
+                                    "kind": "Flunder",
+                                    "metadata": {"name": f"f-{uuid.uuid4().hex[:6]}"}})
+        reliability.record(
+            item="6", load="requests proxied to a backend over mTLS",
+            fault="proxy client certificate replaced",
+            outcome="new connections to the backend present the new certificate",
+            pickup_seconds=round(picked_up, 2))
+        assert by_lane == ["proxy-client-1"] * 3
+        assert by_aiohttp == "proxy-client-1"
+    finally:
+        backend.stop()
 
 
 # -- a bad rotation -------------------------------------------------------------------------
