@@ -23,6 +23,11 @@ class FieldTerm:
     value: str
     negated: bool
 
+    def __str__(self) -> str:
+        """hasTerm / notHasTerm's String(): the value escaped (fields.EscapeValue)."""
+        escaped = self.value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+        return f"{self.field}{'!=' if self.negated else '='}{escaped}"
+
     def matches(self, fields: FieldSet) -> bool:
         equal = fields.get(self.field, "") == self.value
         return not equal if self.negated else equal
@@ -31,6 +36,10 @@ class FieldTerm:
 @dataclass(frozen=True)
 class FieldSelector:
     terms: tuple[FieldTerm, ...]
+
+    def __str__(self) -> str:
+        """andTerm's String(): the terms joined by commas."""
+        return ",".join(str(term) for term in self.terms)
 
     def matches(self, fields: FieldSet) -> bool:
         return all(term.matches(fields) for term in self.terms)

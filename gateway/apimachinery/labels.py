@@ -129,6 +129,18 @@ class Requirement:
     operator: str
     values: tuple[str, ...] = ()
 
+    def __str__(self) -> str:
+        """labels.Requirement.String(): what parses back to this requirement (equality is
+        written as a set, which is how it is kept)."""
+        if self.operator == EXISTS:
+            return self.key
+        if self.operator == NOT_EXISTS:
+            return f"!{self.key}"
+        if self.operator in (GT, LT):
+            return f"{self.key}{'>' if self.operator == GT else '<'}{self.values[0]}"
+        word = "in" if self.operator == IN else "notin"
+        return f"{self.key} {word} ({','.join(sorted(self.values))})"
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
         if self.operator == EXISTS:
@@ -170,6 +182,10 @@ def new_requirement(key: str, operator: str, values: Iterable[str]) -> Requireme
 @dataclass(frozen=True)
 class LabelSelector:
     requirements: tuple[Requirement, ...]
+
+    def __str__(self) -> str:
+        """labels.Selector.String(): the requirements joined by commas."""
+        return ",".join(str(r) for r in self.requirements)
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         labels = labels or {}
