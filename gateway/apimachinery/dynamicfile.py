@@ -150,7 +150,11 @@ class FileWatcher:
 
     def check_all(self, *, reread: bool = False) -> None:
         for content in self.contents:
-            content.check(reread=reread)
+            try:
+                content.check(reread=reread)
+            except Exception:  # a parser's unforeseen error must not end the watching
+                log.exception("checking a file content failed; keeping the last good content",
+                              content=content.name)
 
     async def run(self) -> None:
         last_reread = time.monotonic()

@@ -327,7 +327,7 @@ def test_serving_certificate_from_a_new_ca(rig: Rig, ns: str, tmp_path: Path) ->
     event = _next_event(watch, "after")
     reliability.record(
         item="6", load="a watch open across the rotation; requests on new connections",
-        fault="serving certificate replaced (new CA)",
+        fault="serving certificate replaced",
         outcome="new connections shown the new certificate; the open watch went on",
         pickup_seconds=round(picked_up, 2))
     assert created.returncode == 0, created.stderr

@@ -170,3 +170,24 @@ def test_the_configmap_holds_the_union_of_old_and_new() -> None:
                                  {"client-ca-file": "garbage", "requestheader-group-headers": "{"})
     assert _ders(broken["client-ca-file"]) == [_der(new)]
     assert "requestheader-client-ca-file" not in broken
+
+
+def test_an_unforeseen_parser_error_does_not_stop_the_watching(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _bump(a, b"good 1", 1)
+    _bump(b, b"good 1", 1)
+
+    def parse(raw: list[bytes]) -> bytes:
+        if raw[0] == b"boom":
+            raise RuntimeError("a parser's bug")
+        return raw[0]
+
+    fragile, steady = FileContent("fragile", [a], parse), _content(b)
+    watcher = FileWatcher()
+    watcher.watch(fragile, steady)
+    _bump(a, b"boom", 2)
+    _bump(b, b"good 2", 2)
+    with structlog.testing.capture_logs() as logs:
+        watcher.check_all()
+    assert fragile.value == b"good 1" and steady.value == b"good 2"
+    assert [e["content"] for e in logs if e["log_level"] == "error"] == ["fragile"]
