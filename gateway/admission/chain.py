@@ -25,7 +25,8 @@ class AdmissionChain:
 
     @property
     def configured(self) -> bool:
-        return any(p.configured for p in (*self.mutating, *self.validating))
+        return any(p.configured for p in self.mutating) or \
+            any(p.configured for p in self.validating)
 
     async def admit(self, attrs: Attributes,
                     recheck: Callable[[Object], Object] | None = None) -> Object | None:

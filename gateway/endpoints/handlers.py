@@ -9,6 +9,7 @@ its status subresource.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from typing import Any
 
@@ -240,7 +241,7 @@ class ResourceEndpoints:
     # -- writes -----------------------------------------------------------------------------
 
     def write_options(self, request: web.BaseRequest, info: RequestInfo, kind: str,
-                       first: list[status.Cause] | None = None) -> WriteOptions:
+                       first: builtins.list[status.Cause] | None = None) -> WriteOptions:
         """The options of a create, update or patch, validated as metav1's ValidateXOptions
         does: ``first`` (the patch type's own checks), then fieldManager, dryRun and
         fieldValidation, all reported together."""
@@ -331,12 +332,12 @@ class ResourceEndpoints:
         return self._answer(request, obj, 201 if created else 200, options)
 
     def _mutation(self, parsed: patches.Parsed, options: WriteOptions,
-                  info: RequestInfo) -> tuple[Any, list[dict]]:
+                  info: RequestInfo) -> tuple[Any, builtins.list[str]]:
         """The function that turns the current object into the patched one, and the list it
         leaves each result in, as it was before any check (for a strict decoding error)."""
         document = parsed.document
         schema = self.resource.schema_ref
-        results: list[dict] = []
+        results: list[str] = []
         if parsed.patch_type == patches.APPLY_PATCH:
             applied = dict(document)
             _check_applied_identity(applied, self.resource, info)
@@ -384,7 +385,7 @@ class ResourceEndpoints:
         policy = given.get("propagationPolicy", query.get("propagationPolicy", ""))
         grace = given.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
         orphan = given.get("orphanDependents", query.get("orphanDependents"))
-        dry_run = [v or "" for v in given.get("dryRun") or query.getall("dryRun", [])]
+        dry_run = [v or "" for v in given.get("dryRun", ()) or query.getall("dryRun", ())]
         causes = []
         if policy and orphan is not None:
             causes.append(status.Cause("FieldValueInvalid", f"Invalid value: {go_quote(policy)}: "

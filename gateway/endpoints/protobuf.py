@@ -98,10 +98,12 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     """(field number, wire type, raw value) of every field of a message, in order."""
-    out, pos = [], 0
+    out: list[tuple[int, int, Any]] = []
+    pos = 0
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 1:

@@ -13,6 +13,7 @@ Field sets are kept as kube writes them (FieldsV1): ``{"f:data": {".": {}, "f:ke
 
 from __future__ import annotations
 
+import builtins
 import json
 from functools import lru_cache
 from typing import Any
@@ -297,14 +298,14 @@ class Entries:
             self._read.pop(key, None)
         self.entries[key] = (api_version, paths, _now())
 
-    def take(self, paths: set[Path], *, keep: tuple[str, str, str]) -> None:
+    def take(self, paths: builtins.set[Path], *, keep: tuple[str, str, str]) -> None:
         """Remove ``paths`` from every entry but ``keep``."""
         for key, (version, owned, stamp) in list(self.entries.items()):
             if key != keep and owned & paths:
                 self.entries[key] = (version, owned - paths, stamp)
                 self._read.pop(key, None)
 
-    def forget(self, paths: set[Path]) -> None:
+    def forget(self, paths: builtins.set[Path]) -> None:
         """Fields that no longer exist are owned by nobody."""
         self.take(paths, keep=("", "", "\0"))
 
@@ -382,7 +383,7 @@ def _has_status(schema: dict) -> bool:
 def apply(current: Object | None, applied: Object, schema: dict, *, manager: str,
           api_version: str, force: bool, subresource: str = "") -> Object:
     """The object after ``manager`` applies ``applied`` (409 on conflicts unless forced)."""
-    base = copy_object(current) if current is not None else {
+    base: Object = copy_object(current) if current is not None else {
         "apiVersion": applied.get("apiVersion"), "kind": applied.get("kind"),
         "metadata": {k: v for k, v in (applied.get("metadata") or {}).items()
                      if k in ("name", "namespace")},

@@ -10,11 +10,12 @@ that name the resource.
 
 from __future__ import annotations
 
+import builtins
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from gateway.apimachinery import status
 from gateway.apimachinery.clock import now_rfc3339
@@ -107,6 +108,15 @@ class RESTStore:
         for admit in self.admission:
             await admit(new, old, options)
 
+    @overload
+    async def _admit_chain(self, operation: str, namespace: str, obj: Object,
+                           old: Object | None, options: WriteOptions,
+                           delete: DeleteOptions | None = None) -> Object: ...
+    @overload
+    async def _admit_chain(self, operation: str, namespace: str, obj: None,
+                           old: Object | None, options: WriteOptions,
+                           delete: DeleteOptions | None = None) -> None: ...
+
     async def _admit_chain(self, operation: str, namespace: str, obj: Object | None,
                            old: Object | None, options: WriteOptions,
                            delete: DeleteOptions | None = None) -> Object | None:
@@ -122,8 +132,12 @@ class RESTStore:
         before = obj
         view = self.version.subresource_view(options.subresource) if obj is not None else None
         if view is None:
-            return await self.admitter.admit(
-                attrs, lambda mutated: self._after_mutation(mutated, before, old, options))
+            def checked_again(mutated: Object) -> Object:
+                # a plugin changes only an object there is (a DELETE's patches are ignored)
+                assert before is not None
+                return self._after_mutation(mutated, before, old, options)
+
+            return await self.admitter.admit(attrs, checked_again)
         assert obj is not None
         attrs.obj, attrs.kind = view.view(obj), view.kind
         attrs.old = view.view(old) if old is not None else None
@@ -636,7 +650,8 @@ class RESTStore:
             return obj  # someone changed it in between; their write decides
 
     async def delete_collection(self, namespace: str, list_options: ListOptions,
-                                options: DeleteOptions, write: WriteOptions) -> list[Object]:
+                                options: DeleteOptions,
+                                write: WriteOptions) -> builtins.list[Object]:
         listed = await self.list(namespace, ListOptions(
             label_selector=list_options.label_selector,
             field_selector=list_options.field_selector, resource_version="0"))

@@ -26,7 +26,9 @@ except ImportError:  # pragma: no cover - exercised only without the `fast` extr
     def _dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
-    _loads = json.loads
+    def _loads(obj: bytes | bytearray | memoryview | str) -> Any:
+        return json.loads(obj.tobytes() if isinstance(obj, memoryview) else obj)
+
     _Fragment = None
 
 

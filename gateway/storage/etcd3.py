@@ -17,6 +17,7 @@ k8s.io/apiserver's etcd3 store does:
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -394,7 +395,8 @@ class EtcdStorage:
             token = continuetoken.decode(continue_token)
             start, revision = full_prefix + token.start_key, token.revision
         end = prefix_end(full_prefix).encode()
-        page, items = limit, []
+        page = limit
+        items: list[Object] = []
         more, last, count = False, "", -1
         while True:
             resp = await self._range(start, end, page, revision)
@@ -428,7 +430,7 @@ class EtcdStorage:
         except FutureRevisionError:
             raise FutureRevisionError(revision, await self._revision_or_zero()) from None
 
-    def _take(self, kvs: Any, items: list[Object], limit: int,
+    def _take(self, kvs: Any, items: builtins.list[Object], limit: int,
               predicate: Predicate | None) -> tuple[int, bool]:
         """Add matching kvs to ``items``; returns how many kvs were used and whether the page
         is full."""

@@ -19,6 +19,7 @@ least the last 5 minutes and 10,000 events; a read or watch before it is TooOld 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import contextlib
 import fcntl
@@ -652,7 +653,7 @@ class SQLiteStorage:
             raise TooOldResourceVersionError(revision, compacted, head)
         return revision
 
-    def _events_between(self, prefix: str, after: int, upto: int) -> list[WatchEvent]:
+    def _events_between(self, prefix: str, after: int, upto: int) -> builtins.list[WatchEvent]:
         conn = self._reader()
         with _snapshot(conn):
             compacted = _meta(conn, "compact_revision")
@@ -718,7 +719,7 @@ class SQLiteStorage:
         finally:
             self._flushing = False
 
-    def _publish(self, results: list[object]) -> None:
+    def _publish(self, results: builtins.list[object]) -> None:
         for result in results:
             if isinstance(result, _Written):
                 self._published = result.revision

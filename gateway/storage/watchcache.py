@@ -47,6 +47,7 @@ from gateway.storage.interface import (
     Predicate,
     Storage,
     UpdateFunc,
+    Watch,
     WatchEvent,
     prefix_end,
 )
@@ -268,7 +269,7 @@ class Cacher:
         self._watchers: dict[int, CacheWatcher] = {}
         self._ready = asyncio.Event()
         self._fresh_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._source = None
+        self._source: Watch | None = None
         #: Set when the storage became unreachable: the revision to watch on from.
         self._resume_from = 0
         self._tasks: list[asyncio.Task[None]] = []
