@@ -224,10 +224,45 @@ _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
 _ORDER = "$setElementOrder/"
 
 
+#: mergepatch's errors that kube's PATCH answers with 400 (interpretStrategicMergePatchError).
+BAD_RETAIN_KEYS = "invalid patch format of retainKeys"
+BAD_PRIMITIVE_LIST = "invalid patch format of primitive list"
+BAD_ELEMENT_ORDER = "invalid patch format of setElementOrder list"
+
+
+def _directive_errors(patch: dict) -> None:
+    """The directives' shapes, as kube's mergeMap checks them before merging: a 400 in
+    mergepatch's words for a $retainKeys, $deleteFromPrimitiveList or $setElementOrder that is
+    no list (or a patch field $retainKeys does not name), and kube's own 500 for a $patch in
+    a map that is neither replace nor delete (ErrBadPatchType, which its PATCH handler passes
+    on as an internal error)."""
+    directive = patch.get(_DIRECTIVE)
+    if directive is not None and directive not in ("replace", "delete"):
+        raise status.internal_error(f"Unknown patch type: {go_print(directive)} in map: "
+                                    f"{go_print(patch)}")
+    if _RETAIN in patch:
+        keep = patch[_RETAIN]
+        # (an element that is a list or an object is a panic in Go: refused here instead)
+        if keep is not None and not (isinstance(keep, list) and not any(
+                isinstance(k, list | dict) for k in keep)):
+            raise status.bad_request(BAD_RETAIN_KEYS)
+        named = set(keep or [])
+        if any(value is not None and key not in named and not key.startswith(
+                (_DELETE_PRIMITIVE, _ORDER, _DIRECTIVE, _RETAIN)) for key, value in patch.items()):
+            raise status.bad_request(BAD_RETAIN_KEYS)
+    for key, value in patch.items():
+        if key.startswith(_DELETE_PRIMITIVE) and value is not None and not isinstance(
+                value, list):
+            raise status.bad_request(BAD_PRIMITIVE_LIST)
+        if key.startswith(_ORDER) and value is not None and not isinstance(value, list):
+            raise status.bad_request(BAD_ELEMENT_ORDER)
+
+
 def strategic_merge(target: Any, patch: Any, schema: dict) -> Any:
     """Apply a strategic merge patch to ``target`` along ``schema``."""
     if not isinstance(patch, dict):
         return copy_object(patch)
+    _directive_errors(patch)
     if patch.get(_DIRECTIVE) == "replace":
         return {k: copy_object(v) for k, v in patch.items() if k != _DIRECTIVE}
     if patch.get(_DIRECTIVE) == "delete":
@@ -242,7 +277,9 @@ def strategic_merge(target: Any, patch: Any, schema: dict) -> Any:
             continue
         if key.startswith(_DELETE_PRIMITIVE):
             field = key[len(_DELETE_PRIMITIVE):]
-            result[field] = [v for v in result.get(field) or [] if v not in (value or [])]
+            current = result.get(field)
+            if isinstance(current, list):  # nothing to delete from otherwise
+                result[field] = [v for v in current if v not in (value or [])]
             continue
         sub = property_schema(schema, key) or {}
         if value is None:
