@@ -1,0 +1,124 @@
+"""Hostile input from the gateway's own OpenAPI (issue 19, item 4): schemathesis generates
+requests for every operation of every group the gateway serves, from ``/openapi/v2`` and from
+every ``/openapi/v3`` group version, and sends them as the admin user (so that they reach the
+handlers, not just authorization), mostly in a namespace and on objects that exist. Every
+answer must be kube's kind of answer (see tests/support/fuzz.py): an error is a metav1.Status
+with its code, a 5xx only where kube answers one itself, and no request hangs. Afterwards the
+gateway still serves, and its log holds no panic.
+
+CI runs about 2,100 requests with a fixed seed, the two documents side by side. The longer
+run (docs/hostile-input.md):
+
+    GATEWAY_FUZZ_EXAMPLES=100 GATEWAY_FUZZ_SEED=random \\
+        .venv/bin/pytest -p no:xdist -rP tests/e2e/test_openapi_fuzz.py
+
+(``GATEWAY_FUZZ_PHASES=examples,coverage,fuzzing`` adds schemathesis' boundary values.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import fuzz, reliability
+from tests.support.gateway import GatewayProcess
+
+pytestmark = pytest.mark.slow
+
+#: Cases per operation in CI: about 1,100 requests for each document (184 operations each).
+EXAMPLES = 6
+#: Requests each document's run must have sent in CI (2,000 together at least).
+AT_LEAST = 1000
+
+
+def _seed() -> int | None:
+    seed = os.environ.get("GATEWAY_FUZZ_SEED", "19")
+    return None if seed == "random" else int(seed)
+
+
+def _fetch(gw: GatewayProcess, path: str) -> Any:
+    code, body = gw.request("GET", path)
+    assert code == 200, (path, body[:300])
+    return json.loads(body)
+
+
+def _cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
+        tuple[GatewayProcess, dict[str, fuzz.Outcome]]]:
+    """One gateway, with ``fuzz.SEEDED`` applied, fuzzed from both documents at once."""
+    workdir = tmp_path_factory.mktemp("fuzz")
+    with GatewayProcess(workdir) as gw:
+        gw.kubectl("apply", "-f", "-", input=fuzz.SEEDED)
+        v3 = fuzz.merged_v3(lambda path: _fetch(gw, path))
+        groups = {path.split("/")[2] for path in v3["paths"] if path.startswith("/apis/")}
+        assert {"rbac.authorization.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io",
+                "admissionregistration.k8s.io", "coordination.k8s.io"} <= groups, groups
+        (workdir / "openapi-v3.json").write_text(json.dumps(v3))
+        options = {"examples": int(os.environ.get("GATEWAY_FUZZ_EXAMPLES") or EXAMPLES),
+                   "seed": _seed(),
+                   "phases": os.environ.get("GATEWAY_FUZZ_PHASES", "examples,fuzzing")}
+        before = _cpu_seconds(resource.RUSAGE_CHILDREN)
+        runs = {"v2": fuzz.Run(gw.url, f"{gw.url}/openapi/v2", gw.cert_dir, workdir / "v2",
+                               **options),
+                "v3": fuzz.Run(gw.url, str(workdir / "openapi-v3.json"), gw.cert_dir,
+                               workdir / "v3", **options)}
+        done = {name: run.finish() for name, run in runs.items()}
+        # CPU, which says more than wall time on a shared machine: schemathesis' generation
+        # takes nearly all of it, the gateway little
+        cpu = {"schemathesis": round(_cpu_seconds(resource.RUSAGE_CHILDREN) - before, 1),
+               "gateway": round(_process_cpu_seconds(gw.proc.pid), 1) if gw.proc else 0.0}
+        print(f"CPU seconds: {cpu}")
+        statuses = sum((outcome.statuses for outcome in done.values()), Counter())
+        failed = [name for name, outcome in done.items() if outcome.returncode != 0]
+        reliability.record(
+            item="4", load=f"schemathesis, {options['examples']} cases per operation, "
+            f"seed {options['seed']}, OpenAPI v2 and v3 side by side", fault="hostile input",
+            outcome=f"failures in {failed}" if failed else "every answer kube's kind",
+            requests=sum(statuses.values()),
+            operations={name: outcome.operations for name, outcome in done.items()},
+            statuses={str(code): count for code, count in sorted(statuses.items())},
+            seconds=round(max(outcome.seconds for outcome in done.values()), 1),
+            cpu_seconds=cpu)
+        yield gw, done
+
+
+def _judge(gw: GatewayProcess, outcome: fuzz.Outcome) -> None:
+    print(f"schemathesis sent {sum(outcome.statuses.values())} requests on "
+          f"{outcome.operations} operations in {outcome.seconds:.0f} s; statuses "
+          f"{dict(sorted(outcome.statuses.items()))}")  # shown with -rP
+    failures = outcome.output[outcome.output.find("FAILURES"):] if "FAILURES" in \
+        outcome.output else outcome.output[-6000:]
+    assert outcome.returncode == 0, failures[:20000]
+    minimum = 0 if os.environ.get("GATEWAY_FUZZ_EXAMPLES") else AT_LEAST
+    assert outcome.cases >= minimum, outcome.output[-3000:]
+    assert outcome.operations >= 180, outcome.output[-3000:]
+    assert gw.request("GET", "/readyz")[0] == 200, "the gateway still serves"
+    assert "panic while serving" not in gw.log_path.read_text(errors="replace")
+
+
+def test_openapi_v2(outcomes: tuple[GatewayProcess, dict[str, fuzz.Outcome]]) -> None:
+    gw, done = outcomes
+    _judge(gw, done["v2"])
+
+
+def test_openapi_v3_every_group_version(
+        outcomes: tuple[GatewayProcess, dict[str, fuzz.Outcome]]) -> None:
+    gw, done = outcomes
+    _judge(gw, done["v3"])
