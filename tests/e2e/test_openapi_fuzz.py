@@ -122,3 +122,32 @@ def test_openapi_v3_every_group_version(
         outcomes: tuple[GatewayProcess, dict[str, fuzz.Outcome]]) -> None:
     gw, done = outcomes
     _judge(gw, done["v3"])
+
+
+def test_the_check_refuses_what_kube_would_not_answer() -> None:
+    """The check itself, on answers written by hand: it must fail a panic's 500, a 5xx of the
+    gateway's own, an error that is no Status and a Status whose code is another."""
+    from types import SimpleNamespace
+
+    def answer(code: int, body: object, method: str = "GET") -> bool:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            fuzz.kube_answers(None, SimpleNamespace(status_code=code, content=content),
+                              SimpleNamespace(method=method, operation=SimpleNamespace(path="/")))
+        except AssertionError:
+            return False
+        return True
+
+    def status(code: int, message: str, reason: str = "") -> dict[str, Any]:
+        return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                "message": message, "reason": reason}
+
+    assert answer(200, {"kind": "ConfigMap"})
+    assert answer(404, status(404, "configmaps \"x\" not found", "NotFound"))
+    assert answer(503, b"service unavailable\n")
+    assert answer(500, status(500, "resourceVersion: Invalid value: \"x\": strconv.ParseUint: "
+                                   "parsing \"x\": invalid syntax"))
+    assert not answer(500, status(500, f"Internal error occurred: {fuzz.PANIC}", "InternalError"))
+    assert not answer(500, status(500, "Internal error occurred: boom", "InternalError"))
+    assert not answer(400, b"400 Bad Request")
+    assert not answer(422, status(400, "bad", "BadRequest"))
