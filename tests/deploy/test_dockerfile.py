@@ -22,6 +22,7 @@ from dockerfile_parse import DockerfileParser
 
 from gateway.cli import build_parser
 from gateway.options import ServeOptions
+from tests.support.buildcontext import context_files, dockerignore_pattern, in_context
 from tests.support.gateway import GatewayProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,33 +100,39 @@ def test_hadolint_reports_a_bad_dockerfile(tmp_path: Path) -> None:
 # the gateway image
 # ---------------------------------------------------------------------------------------------
 
-def test_builds_the_wheel_then_installs_it_into_a_slim_python() -> None:
+def test_builds_a_virtualenv_then_copies_it_into_a_slim_python() -> None:
     builder, final = stages(DOCKERFILE)
     parser = DockerfileParser(str(DOCKERFILE), cache_content=True)
     base_builder, base_final = parser.parent_images
-    assert base_builder == base_final, "the wheels are built for the final stage's Python"
+    assert base_builder == base_final, "the virtualenv is built for the final stage's Python"
     match = re.fullmatch(r"python:(3)\.(\d+)-slim(-\w+)?", base_final)
     assert match, f"the final base is not a slim Python image: {base_final}"
     minimum = re.search(r">=\s*3\.(\d+)", PYPROJECT["project"]["requires-python"])
     assert minimum and int(match.group(2)) >= int(minimum.group(1))
-    assert any(re.search(r"\bpip wheel\b.*--wheel-dir /wheels", run)
-               for run in instructions(builder, "RUN"))
-    installs = [run for run in instructions(final, "RUN") if re.search(r"\bpip install\b", run)]
-    assert len(installs) == 1, installs
-    assert "--mount=type=bind,from=builder,source=/wheels" in installs[0]
-    assert "--no-index" in installs[0], "the final stage must install the builder's wheels only"
+    runs = instructions(builder, "RUN")
+    assert any("python -m venv /opt/gateway" in run for run in runs)
+    # the dependencies before the code is copied (their layer outlives a change to the code),
+    # then the project
+    copies = instructions(builder, "COPY")
+    assert copies[0].split()[:-1] == ["pyproject.toml"], copies
+    assert any(re.search(r"/opt/gateway/bin/pip install --no-deps [^&]*\s\.(\s|$)", run)
+               for run in runs)
+    # the final stage takes the virtualenv and installs nothing itself
+    assert instructions(final, "COPY") == ["--from=builder /opt/gateway /opt/gateway"]
+    assert not [run for run in instructions(final, "RUN") if re.search(r"\bpip\b", run)]
+    assert any(env.startswith("PATH=/opt/gateway/bin:") for env in instructions(final, "ENV"))
 
 
 def test_no_compilers_or_package_managers_in_the_final_stage() -> None:
-    final = stages(DOCKERFILE)[-1]
+    builder, final = stages(DOCKERFILE)
     for run in instructions(final, "RUN"):
         words = set(re.split(r"[\s;&|()]+", run))
         assert not words & PACKAGE_MANAGERS, f"the final stage installs system packages: {run}"
         assert not words & BUILD_TOOLS, f"the final stage installs a build tool: {run}"
         assert not [w for w in words if w.endswith("-dev")], run
-    # and nothing is copied from the builder but what it built
-    for copy in instructions(final, "COPY"):
-        assert "--from=builder" not in copy, copy
+    # the compiler is the builder's, which gives the final stage its virtualenv only (checked
+    # above); tests/deploy/test_image.py looks for compilers in the built image itself
+    assert any("gcc" in run for run in instructions(builder, "RUN"))
 
 
 def test_runs_as_a_numeric_non_root_user() -> None:
@@ -185,54 +192,6 @@ def test_healthcheck_command_checks_a_real_gateway(tmp_path: Path) -> None:
 # the build context
 # ---------------------------------------------------------------------------------------------
 
-def _pattern(pattern: str) -> re.Pattern[str]:
-    """A .dockerignore pattern (Go's filepath.Match plus **) as a regular expression."""
-    out, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif pattern[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            out, i = out + "[^/]", i + 1
-        else:
-            out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(out)
-
-
-def dockerignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
-    rules = []
-    for line in (ROOT / ".dockerignore").read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        keep = line.startswith("!")
-        rules.append((keep, _pattern(line.lstrip("!").strip("/"))))
-    return rules
-
-
-def in_context(path: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
-    """Docker's rule: the last pattern matching the path or a parent of it decides."""
-    parts = path.split("/")
-    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
-    included = True
-    for keep, regex in rules:
-        if any(regex.fullmatch(prefix) for prefix in prefixes):
-            included = keep
-    return included
-
-
-def context_files() -> set[str]:
-    """What `docker build .` would send from a checkout: the repository's files (tracked, or new
-    and not ignored by git) that .dockerignore lets through."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True, timeout=60).stdout
-    rules = dockerignore_rules()
-    return {path for path in listed.splitlines() if in_context(path, rules)}
-
-
 def copy_sources(path: Path) -> list[str]:
     sources = []
     for stage in stages(path):
@@ -244,8 +203,8 @@ def copy_sources(path: Path) -> list[str]:
 
 
 def test_dockerignore_rules_behave_as_docker_reads_them() -> None:
-    rules = [(False, _pattern("*")), (True, _pattern("gateway")),
-             (False, _pattern("**/__pycache__"))]
+    rules = [(False, dockerignore_pattern("*")), (True, dockerignore_pattern("gateway")),
+             (False, dockerignore_pattern("**/__pycache__"))]
     assert in_context("gateway/cli.py", rules)
     assert not in_context("gateway/app/__pycache__/run.cpython-311.pyc", rules)
     assert not in_context("docs/deploy.md", rules)
@@ -263,7 +222,7 @@ def test_build_context_holds_what_the_dockerfiles_copy_and_nothing_secret() -> N
     assert "gateway/cli.py" in files
     for path in files:
         top = path.split("/")[0]
-        assert top in {"pyproject.toml", "README.md", "gateway", "tests"}, path
+        assert top in {"pyproject.toml", "setup.py", "README.md", "gateway", "tests"}, path
         assert not path.endswith((".key", ".kubeconfig", ".db")), path
     assert {f for f in files if f.startswith("tests/")} == {
         "tests/__init__.py", "tests/support/__init__.py", "tests/support/backend.py"}
