@@ -68,6 +68,32 @@ def _list(values: list[str] | None) -> list[str]:
     return items
 
 
+@dataclass(frozen=True)
+class NamedCertKey:
+    """One --tls-sni-cert-key: a certificate and key, and the names they are served for
+    (empty: the certificate's own)."""
+
+    cert_file: Path
+    key_file: Path
+    names: tuple[str, ...] = ()
+
+
+def parse_named_cert_key(value: str) -> NamedCertKey:
+    """kube's NamedCertKey: ``certfile,keyfile[:name1,name2]``; OptionsError otherwise."""
+    flag = "--tls-sni-cert-key"
+    names: tuple[str, ...] = ()
+    pair, colon, listed = value.partition(":")
+    if colon:
+        if not listed.strip():
+            raise OptionsError(f"{flag}: {value!r}: empty names list is not allowed")
+        names = tuple(name.strip() for name in listed.split(","))
+    files = pair.strip().split(",")
+    if len(files) != 2:
+        raise OptionsError(f"{flag}: {value!r}: expected comma separated certificate and key "
+                           "file paths")
+    return NamedCertKey(Path(files[0].strip()), Path(files[1].strip()), names)
+
+
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     """Declare every flag of ``gateway serve``."""
     add = parser.add_argument
@@ -79,6 +105,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     add("--tls-cert-file", help="serving certificate (default: the development PKI's)")
     add("--tls-private-key-file", help="key of --tls-cert-file")
     add("--tls-san", action="append", help="extra SAN for the generated serving certificate")
+    add("--tls-sni-cert-key", action="append", metavar="CERT,KEY[:NAMES]",
+        help="a certificate and key served to clients asking for one of NAMES by SNI "
+        "(domain patterns, '*.' wildcards; default: the certificate's names); repeatable")
     add("--cert-dir", default="certs", help="where the development PKI lives (default certs)")
     add("--advertise-address", help="IP published in the kubernetes Service's endpoints "
         "(default: the host's default-route address, as kube-apiserver chooses it)")
@@ -148,6 +177,7 @@ class ServeOptions:
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
     tls_sans: list[str] = field(default_factory=list)
+    tls_sni_cert_keys: list[NamedCertKey] = field(default_factory=list)
     #: The serving certificates are the development PKI's (none were given).
     dev_pki: bool = False
     cert_dir: Path = Path("certs")
@@ -215,6 +245,7 @@ class ServeOptions:
             tls_cert_file=_path(args.tls_cert_file),
             tls_private_key_file=_path(args.tls_private_key_file),
             tls_sans=_list(args.tls_san),
+            tls_sni_cert_keys=[parse_named_cert_key(v) for v in args.tls_sni_cert_key or []],
             cert_dir=Path(args.cert_dir),
             advertise_address=args.advertise_address or "",
             service_cluster_ip_range=args.service_cluster_ip_range or "",
@@ -356,6 +387,9 @@ class ServeOptions:
                 _check_readable(flag, path)
         for path in self.service_account_key_files:
             _check_readable("--service-account-key-file", path)
+        for named in self.tls_sni_cert_keys:
+            _check_readable("--tls-sni-cert-key", named.cert_file)
+            _check_readable("--tls-sni-cert-key", named.key_file)
 
     def _validate_etcd(self) -> None:
         for url in self.etcd_servers:

@@ -28,7 +28,7 @@ from gateway.auth.authn.serviceaccount import KeyFileError
 from gateway.auth.authn.tokens import TokenFileError
 from gateway.options import ServeOptions
 from gateway.server.httpserver import TLS_HANDSHAKE_TIMEOUT, GoServer
-from gateway.server.tls import ServingTLS, serving_pair_file
+from gateway.server.tls import ServingTLS, SNIPair, serving_pair_file
 from gateway.storage.errors import StorageError
 from gateway.transport.clients import ClientCertError
 
@@ -151,6 +151,8 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     assert options.tls_cert_file and options.tls_private_key_file
     try:
         pair = serving_pair_file(options.tls_cert_file, options.tls_private_key_file)
+        sni = [SNIPair(serving_pair_file(named.cert_file, named.key_file, "--tls-sni-cert-key"),
+                       named.names) for named in options.tls_sni_cert_keys]
     except FileContentError as err:
         raise StartupError(f"cannot load {err}") from None
 
@@ -165,7 +167,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     # the gateway's file watcher: new connections get the new ones
     security = gateway.security
     serving = ServingTLS(pair, [ca for ca in (security.client_ca, security.requestheader_ca)
-                                if ca is not None])
+                                if ca is not None], sni)
     gateway.files.watch(*serving.files())
     ssl_context = serving.context
     try:

@@ -146,13 +146,14 @@ class Rig:
                                    "kind": "SelfSubjectReview"}, **identity)
         return code, body["status"]["userInfo"]["username"] if code == 201 else body
 
-    def served_certificate(self) -> bytes:
-        """The DER of the certificate a new connection is shown."""
+    def served_certificate(self, server_name: str | None = "localhost") -> bytes:
+        """The DER of the certificate a new connection is shown (asking for ``server_name``
+        by SNI; None: no SNI)."""
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         with socket.create_connection((self.gw.host, self.gw.port), timeout=10) as raw, \
-                ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                ctx.wrap_socket(raw, server_hostname=server_name) as tls:
             der = tls.getpeercert(binary_form=True)
         assert der is not None
         return der
@@ -221,6 +222,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         "--proxy-client-cert-file", str(files / "proxy-client.crt"),
         "--proxy-client-key-file", str(files / "proxy-client.key"),
         "--enable-aggregator-routing",
+        "--tls-sni-cert-key", f"{files / 'sni-a.crt'},{files / 'sni-a.key'}",
+        "--tls-sni-cert-key", f"{files / 'sni-b.crt'},{files / 'sni-b.key'}:*.wild.example",
     ), files, [serving_ca], client_ca, front_proxy_ca, sa_key)
     proxy_ca = Issuer.new("proxy-ca")
     rig.proxy_ca_file.write_bytes(pem(proxy_ca.cert))
@@ -228,6 +231,10 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()))
     issue_pair(files, "proxy-client", "proxy-client-0", proxy_ca, usages=(CLIENT_AUTH,))
+    issue_pair(files, "sni-a", "sni-a", serving_ca, usages=(SERVER_AUTH,), sans=("sni.example",))
+    # its own names given: the certificate's (sni.example too) are not used
+    issue_pair(files, "sni-b", "sni-b", serving_ca, usages=(SERVER_AUTH,),
+               sans=("sni.example", "b.example"))
     cert, key = _serving_pair(serving_ca)
     rig.serving.cert.write_bytes(cert)
     rig.serving.key.write_bytes(key)
@@ -334,6 +341,49 @@ def test_serving_certificate_from_a_new_ca(rig: Rig, ns: str, tmp_path: Path) ->
     assert event["type"] == "ADDED"
     assert conn.sock.getpeercert(binary_form=True) == before
     conn.close()
+
+
+def _file_der(path: Path) -> bytes:
+    return x509.load_pem_x509_certificate(path.read_bytes()).public_bytes(
+        serialization.Encoding.DER)
+
+
+def test_sni_certificates_chosen_by_name_and_rotated(rig: Rig, tmp_path: Path) -> None:
+    """--tls-sni-cert-key: a client asking for a pair's name by SNI is shown that pair (its
+    certificate's names, or the names given with it, wildcards too), others the default; a
+    rotated pair is shown to new connections."""
+    a, b = rig.files / "sni-a.crt", rig.files / "sni-b.crt"
+    default = _file_der(rig.serving.cert)
+    shown = {name: rig.served_certificate(name) for name in
+             ("sni.example", "SNI.Example", "x.wild.example", "b.example", "other.example",
+              None)}
+    assert shown == {"sni.example": _file_der(a), "SNI.Example": _file_der(a),
+                     "x.wild.example": _file_der(b), "b.example": default,
+                     "other.example": default, None: default}
+
+    new_ca = Issuer.new(f"serving-ca-{len(rig.serving_cas)}")
+    rig.serving_cas.append(new_ca)
+    rotated = issue_pair(tmp_path, "sni-a", "sni-a-rotated", new_ca, usages=(SERVER_AUTH,),
+                         sans=("sni.example",))
+    started = time.monotonic()
+    _replace(a, rotated.cert.read_bytes())
+    _replace(rig.files / "sni-a.key", rotated.key.read_bytes())
+    eventually(lambda: rig.served_certificate("sni.example") == _file_der(rotated.cert),
+               timeout=PICKUP, interval=0.1, what="the rotated SNI certificate shown")
+    picked_up = time.monotonic() - started
+    others = (rig.served_certificate("x.wild.example"), rig.served_certificate(None))
+    # a client that checks the name: Python's ssl, trusting the new CA
+    ctx = ssl.create_default_context(cadata=pem(new_ca.cert).decode())
+    with socket.create_connection((rig.gw.host, rig.gw.port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="sni.example") as tls:
+        verified = tls.getpeercert()
+    reliability.record(
+        item="6", load="new connections asking for each name by SNI",
+        fault="SNI certificate replaced (--tls-sni-cert-key)",
+        outcome="the new certificate shown for its name; the others unchanged",
+        pickup_seconds=round(picked_up, 2))
+    assert others == (_file_der(b), _file_der(rig.serving.cert))
+    assert ("commonName", "sni-a-rotated") in [n for rdn in verified["subject"] for n in rdn]
 
 
 # -- the client CA --------------------------------------------------------------------------

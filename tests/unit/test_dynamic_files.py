@@ -191,3 +191,30 @@ def test_an_unforeseen_parser_error_does_not_stop_the_watching(tmp_path: Path) -
         watcher.check_all()
     assert fragile.value == b"good 1" and steady.value == b"good 2"
     assert [e["content"] for e in logs if e["log_level"] == "error"] == ["fragile"]
+
+
+# -- --tls-sni-cert-key ---------------------------------------------------------------------
+
+
+def test_sni_cert_key_values_parse_as_kube_parses_them() -> None:
+    from gateway.options import NamedCertKey, OptionsError, parse_named_cert_key
+
+    assert parse_named_cert_key("a.crt,a.key") == NamedCertKey(Path("a.crt"), Path("a.key"))
+    assert parse_named_cert_key(" a.crt , a.key : *.foo.com, foo.com") == NamedCertKey(
+        Path("a.crt"), Path("a.key"), ("*.foo.com", "foo.com"))
+    for bad, words in (("a.crt", "expected comma separated certificate and key file paths"),
+                       ("a.crt,a.key,b", "expected comma separated"),
+                       ("a.crt,a.key:", "empty names list is not allowed")):
+        with pytest.raises(OptionsError, match=words):
+            parse_named_cert_key(bad)
+
+
+def test_a_certificates_own_names_leave_out_ip_addresses() -> None:
+    from gateway.server.tls import certificate_names
+    from tests.support.certs import certificate
+
+    ca = Issuer.new("ca")
+    by_ip = certificate("10.0.0.1", new_key(), ca, sans=("a.example", "10.0.0.2"))
+    by_name = certificate("*.b.example", new_key(), ca)
+    assert certificate_names(pem(by_ip)) == ["a.example"]
+    assert certificate_names(pem(by_name)) == ["*.b.example"]
