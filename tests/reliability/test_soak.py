@@ -2,20 +2,30 @@
 with client certificates, a backend registered by an APIService and reached over mTLS), under
 a mixed load at 80 % of its measured capacity (tests/support/soak.py).
 
-The run lasts GATEWAY_SOAK_SECONDS (120 in CI). The long form is the same test for hours:
+The load runs for GATEWAY_SOAK_SECONDS (100 in CI, where the module takes about 2.5 minutes
+with its set-up). The long form is the same test for an hour or more (a shared machine says
+so in GATEWAY_SOAK_SHARED, which the record keeps):
 
     GATEWAY_SOAK_SECONDS=3600 GATEWAY_RELIABILITY_RESULTS=docs/reliability-long.jsonl \\
-        .venv/bin/pytest tests/reliability/test_soak.py -k mixed_load -p no:randomly -s
+        .venv/bin/pytest tests/reliability/test_soak.py -k mixed_load -p no:randomly
 
-Checks, after a warm-up (5 minutes in a run of 20 minutes or more; a third of the run, at
-least 40 s, in a shorter one: 40 s of the CI's 120):
+Before the load, the watch cache's window (its latest 10,000 events) is filled, so that its
+memory is at its steady size; the capacity is measured closed-loop for 6 s (30 s in the long
+form). Checks, after a warm-up (5 minutes in a run of 20 minutes or more; a third of the run,
+at least 40 s, in a shorter one: 40 s of the CI's 100):
 
 - no request failed, no watch broke or got an ERROR, every watch saw the last acknowledged
   write, and the watch cache cut off none of the 200 (they all read);
-- the gateway's resident memory grew by less than 10 % from the end of the warm-up to the end;
-- p99 latency is flat: the last window's p99 is at most twice the first window's plus 100 ms
-  (windows of 10 minutes in the long form, 30 s in CI; the margin is for a shared machine,
-  where another process's burst can double a p99 for a while without the gateway changing).
+- the open-loop schedule was kept: at most 1 % of the operations could not start on time
+  because 64 were still in flight;
+- the gateway's resident memory grew by less than 10 % from the end of the warm-up to the end
+  (medians of the samples over 15 s at each end);
+- p99 latency is flat: the last window's p99 is at most three times the first window's plus
+  250 ms (windows of 10 minutes in the long form, 25 s in CI). The margin is for a shared
+  machine: on the 2 cores where this was written, other suites' load (load average 10 to 23)
+  moved the p99 by up to 2.6 times between two windows with the gateway unchanged. The
+  gateway's CPU time per operation in the same windows is recorded beside it: it does not
+  move with other processes' load, only with the gateway's own work.
 
 A watcher that never reads is another test: its socket is never read while writes go on, and
 the gateway must end its watch (apiserver_terminated_watchers_total, as kube's cacher counts
@@ -48,6 +58,9 @@ from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 
+#: The load's length in CI: with the set-up, the capacity measure and the other test, the
+#: module takes about 2.5 minutes there.
+CI_SECONDS = 100.0
 #: The share of measured capacity the soak runs at.
 SHARE = 0.8
 WATCHES = 200
@@ -122,7 +135,7 @@ def phases(seconds: float) -> tuple[float, float]:
 
 
 def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
-    seconds = soak_seconds()
+    seconds = soak_seconds(CI_SECONDS)
     warmup, window = phases(seconds)
     gateway = deployed.gateway
     assert gateway.proc is not None
@@ -130,13 +143,13 @@ def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
                 watches=WATCHES)
     terminated_before = terminated_watchers(deployed)
     load_before = os.getloadavg()
-    capacity = asyncio.run(soak.measure_capacity(30.0 if seconds >= 1200 else 8.0))
+    capacity = asyncio.run(soak.measure_capacity(30.0 if seconds >= 1200 else 6.0))
     rate = SHARE * capacity
     result = asyncio.run(soak.run(rate, seconds))
     load_after = os.getloadavg()
     terminated = terminated_watchers(deployed) - terminated_before
     summary = result.summary(warmup, window)
-    p99_bound = 2 * summary["p99_first_ms"] + 100
+    p99_bound = 3 * summary["p99_first_ms"] + 250
     ok = (not result.error_count and not result.watch_errors and not result.watch_behind
           and not result.watch_early_ends and not terminated
           and summary["rss_growth_pct"] < 10 and summary["p99_last_ms"] <= p99_bound

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import json
 import math
@@ -47,6 +48,7 @@ from typing import Any
 
 import aiohttp
 
+from gateway.storage.watchcache import Cacher
 from tests.support.backend import GV_PATH
 from tests.support.load import Replica
 
@@ -54,6 +56,8 @@ from tests.support.load import Replica
 MIX = {"create": 0.2, "update": 0.3, "list": 0.15, "proxied": 0.35}
 #: A resourceVersion in a watch event's line (the object's metadata, the first one there).
 _RV = re.compile(rb'"resourceVersion":"(\d+)"')
+#: The events the gateway's watch cache keeps (its window), as the gateway makes its caches.
+WINDOW: int = inspect.signature(Cacher).parameters["window"].default
 #: Requests that take longer than this are failures (the client gives up, as kubectl does).
 REQUEST_TIMEOUT = 30.0
 
@@ -101,6 +105,8 @@ class SoakResult:
     errors: list[str] = field(default_factory=list)  # the first ones, for messages
     behind: int = 0  # operations not started on time: too many still in flight
     rss: list[tuple[float, int]] = field(default_factory=list)  # (t, bytes)
+    #: (t, the gateway's CPU seconds so far)
+    gateway_cpu: list[tuple[float, float]] = field(default_factory=list)
     #: (t, the machine's 1-minute load average): another process's burst shows here
     machine_load: list[tuple[float, float]] = field(default_factory=list)
     watch_events: int = 0
@@ -156,6 +162,22 @@ class SoakResult:
         values = [v for t, v in self.machine_load if since <= t < until]
         return round(sum(values) / len(values), 2) if values else 0.0
 
+    def cpu_ms_per_operation(self, since: float, until: float) -> float:
+        """The gateway's CPU time per operation over [since, until): unlike latency, it
+        does not grow when other processes take the CPU, only when the gateway's work per
+        operation does."""
+        inside = [(t, c) for t, c in self.gateway_cpu if since <= t <= until]
+        first, last = int(since // self.window), math.ceil(until / self.window)
+        ops = sum(len(v) for (w, _), v in self.latencies.items() if first <= w < last)
+        if len(inside) < 2 or not ops:
+            return 0.0
+        return round(1000 * (inside[-1][1] - inside[0][1]) / ops, 2)
+
+    def rss_series(self, points: int = 24) -> list[tuple[int, float]]:
+        """About ``points`` samples of (seconds, MiB) over the run, for the record."""
+        step = max(1, len(self.rss) // points)
+        return [(round(t), round(b / 2**20, 1)) for t, b in self.rss[::step]]
+
     def summary(self, warmup: float, window: float) -> dict[str, Any]:
         """The numbers a results table shows: p99 of the first and last ``window`` seconds
         after ``warmup``, memory from ``warmup`` to the end."""
@@ -171,6 +193,8 @@ class SoakResult:
             "warmup_s": warmup,
             "p99_first_ms": round(self.p99(warmup, warmup + window) * 1000, 1),
             "p99_last_ms": round(self.p99(end - window, end) * 1000, 1),
+            "cpu_ms_per_op_first": self.cpu_ms_per_operation(warmup, warmup + window),
+            "cpu_ms_per_op_last": self.cpu_ms_per_operation(end - window, end),
             "machine_load_first": self.load_during(warmup, warmup + window),
             "machine_load_last": self.load_during(end - window, end),
             "p99_first_by_kind_ms": self.p99_by_kind(warmup, warmup + window),
@@ -179,6 +203,7 @@ class SoakResult:
             "rss_end_mib": round(rss_last / 2**20, 1),
             "rss_max_mib": round(max(b for _, b in self.rss) / 2**20, 1),
             "rss_growth_pct": round(100 * (rss_last - rss_warm) / rss_warm, 1),
+            "rss_series_mib": self.rss_series(),
             "watch_events": self.watch_events,
             "watch_streams": self.watch_streams,
             "watch_errors": self.watch_errors,
@@ -246,7 +271,9 @@ class Soak:
     # -- set-up ---------------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """The objects the updates change, the ring full of created ones, the Flunder."""
+        """The watch cache's window filled, the objects the updates change, the ring full
+        of created ones, the Flunder."""
+        await self._fill_window()
         for i in range(self.updated):
             name = f"soak-u{i}"
             made = await self._request(None, "", "POST", self.cm_path, {
@@ -261,6 +288,39 @@ class Soak:
                                     "kind": "Flunder", "metadata": {"name": self.flunder}},
                                    expect=(201, 409))
         assert made is not None, "could not create the Flunder"
+
+    async def _fill_window(self, batch: int = 500, concurrency: int = 16) -> None:
+        """``WINDOW`` events of this resource before the run: the watch cache keeps the latest
+        10,000 events, so until that many were written its memory grows with every write,
+        which a short run would take for a leak. Creates of ring-sized objects, then one
+        DELETE of the collection per batch (half the events for one request): as in the run,
+        one new object version for every two events."""
+        semaphore = asyncio.Semaphore(concurrency)
+        serial = itertools.count()
+
+        async def create() -> None:
+            async with semaphore:
+                made = await self._request(None, "", "POST", self.cm_path, {
+                    "metadata": {"name": f"soak-fill{next(serial):06d}",
+                                 "labels": {"soak-fill": "yes"}},
+                    "data": {"payload": "x" * 256}}, expect=(201,))
+                assert made is not None, "could not fill the watch cache's window"
+
+        for _ in range(WINDOW // (2 * batch)):
+            await asyncio.gather(*(create() for _ in range(batch)))
+            await self._delete_fill()
+        for _ in range(10):  # a collection delete reads the cache: a late create stays
+            listed = await self._request(None, "", "GET",
+                                         f"{self.cm_path}?labelSelector=soak-fill%3Dyes")
+            if listed is not None and not listed["items"]:
+                return
+            await self._delete_fill()
+        raise AssertionError("objects of the window's filling were left")
+
+    async def _delete_fill(self) -> None:
+        done = await self._request(None, "", "DELETE",
+                                   f"{self.cm_path}?labelSelector=soak-fill%3Dyes")
+        assert done is not None, "could not delete the window's filling"
 
     # -- operations -----------------------------------------------------------------------
 
@@ -406,6 +466,7 @@ class Soak:
             now = time.monotonic() - result.started
             result.rss.append((now, rss_bytes(self.pid)))
             result.machine_load.append((now, os.getloadavg()[0]))
+            result.gateway_cpu.append((now, cpu_seconds(self.pid)))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), every)
 
