@@ -166,6 +166,9 @@ def _run(gateway: GatewayProcess, disk: Path) -> None:
     first_failure = min(op.start for op in full_errors)
     during = report.errors(since=full_at, until=freed_at)
     reads_failed = [op for op in during if op.kind not in WRITES]
+    # a write may still succeed on a full disk, in pages the store's files already hold
+    written = sum(1 for op in report.ops if op.ok and op.kind in WRITES
+                  and first_failure <= op.start < freed_at)
     late = report.errors(since=freed_at + GRACE)
     # the same name again after a failed create: a 201 (nothing of it was stored)
     after_space = gateway.request("POST", cm, {"metadata": {"name": "while-full"}})
@@ -181,7 +184,8 @@ def _run(gateway: GatewayProcess, disk: Path) -> None:
                  "removed",
            outcome=(f"writes failed {first_failure - full_at:.1f} s after the disk filled, "
                     f"each a 500 InternalError Status ('{FULL_MESSAGE}'; "
-                    f"{len(full_errors)} failed writes); reads and watches went on "
+                    f"{len(full_errors)} failed writes, {written} succeeded in space the "
+                    f"store's files held); reads and watches went on "
                     f"({len(reads_failed)} failed reads); /readyz {probes['readyz'][0]}; "
                     f"writes succeeded again without a restart; integrity check "
                     f"{'/'.join(checked)}; {s['acked_writes']} acknowledged writes, "
@@ -189,7 +193,8 @@ def _run(gateway: GatewayProcess, disk: Path) -> None:
                     f"{report.duplicates} duplicated, {s['applied_despite_error']} failed "
                     f"writes applied; longest unavailability {s['longest_unavailability_s']} s "
                     f"({s['longest_unavailability_client']})"),
-           failed_writes=len(full_errors), failed_reads=len(reads_failed),
+           failed_writes=len(full_errors), writes_while_full=written,
+           failed_reads=len(reads_failed),
            writes_failed_after_s=round(first_failure - full_at, 1), integrity=checked,
            lost_after_restart=again.lost_writes, **s)
     # writes fail with a Status: 500 InternalError in the store's words, at once
