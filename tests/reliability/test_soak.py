@@ -170,6 +170,7 @@ def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
                     f"{summary['p99_last_ms']} ms (first and last {window:g} s); "
                     f"{terminated:g} watchers cut off"),
            capacity_ops_per_s=round(capacity, 1), terminated_watchers=terminated,
+           prepare_s=round(soak.prepare_s, 1),
            cpus=os.cpu_count(), machine=platform.node(),
            load_average=[round(x, 2) for x in (*load_before, *load_after)],
            shared_machine=os.environ.get("GATEWAY_SOAK_SHARED", "unknown"),

@@ -238,6 +238,7 @@ class Soak:
         self._turn = itertools.count()
         self._stop = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
+        self.prepare_s = 0.0  # how long prepare() took (most of it filling the window)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -483,7 +484,9 @@ class Soak:
         result = SoakResult(window=seconds)
         result.started = time.monotonic()
         try:
+            began = time.monotonic()
             await self.prepare()
+            self.prepare_s = time.monotonic() - began
             watches = await self._open_watches(result)
             await asyncio.sleep(2)
             done = 0
