@@ -166,6 +166,9 @@ REASONS = {403: "Forbidden", 404: "NotFound"}
                          ids=[f"{m} {p}" for m, p, *_ in MATRIX])
 def test_matrix_for_alice(gw: GatewayProcess, method: str, path: str, body: Any,
                           expected: int, message: str | None) -> None:
+    if (method, expected) == ("DELETE", 200):  # its own object: xdist may split the matrix
+        made, _ = gw.request("POST", path.rsplit("/", 1)[0], CM)
+        assert made in (201, 409), made
     code, answer, _ = https(gw, method, path, token="alice-token", body=body)
     if message is None:
         assert code == expected, answer
