@@ -233,6 +233,15 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ").strip() or "-"
 
 
+def _key_numbers(numbers: dict[str, Any]) -> str:
+    """What issue 19 asks of every fault: the longest unavailability, acknowledged writes
+    lost, duplicates (for the tests that measure them with tests/support/load.py)."""
+    if "longest_unavailability_s" not in numbers:
+        return "-"
+    return (f"{numbers['longest_unavailability_s']} s / {numbers.get('lost_writes', '?')} of "
+            f"{numbers.get('acked_writes', '?')} / {numbers.get('duplicates', '?')}")
+
+
 def render(data: dict[str, Any]) -> str:
     runs = data["runs"]
     letters = {run_id: chr(ord("A") + i) for i, run_id in
@@ -260,10 +269,12 @@ def render(data: dict[str, Any]) -> str:
         "Each test calls `tests.support.reliability.record(...)` with its load, the fault it "
         "injected and the outcome, before it asserts; the script runs the tests one at a time "
         "(no parallel workers), keeps every test's latest result per form in "
-        "docs/reliability.json and writes this page from it. *Longest unavailability* is the "
-        "longest time one client went without a successful answer; *lost* counts acknowledged "
-        "writes missing afterwards on any replica; *duplicated* counts objects made twice and "
-        "watch events seen twice.",
+        "docs/reliability.json and writes this page from it. *Unavailable* is the longest "
+        "time one client of the steady load went without a successful answer; *lost* counts "
+        "acknowledged writes missing afterwards on any replica (of all acknowledged); "
+        "*duplicated* counts objects made twice and watch events seen twice. Each test's file "
+        "says what it checks and why; [operations.md](operations.md#failures) what a failure "
+        "looks like to a client.",
         "",
         "## Runs",
         "",
@@ -286,8 +297,9 @@ def render(data: dict[str, Any]) -> str:
         if not rows:
             continue
         out += ["", f"## {item}. {title}", "",
-                "| Test | Form | Load | Fault | Outcome | Result | Time | Run |",
-                "|---|---|---|---|---|---|---|---|"]
+                "| Test | Form | Load | Fault | Outcome | Unavailable / lost / duplicated "
+                "| Result | Time | Run |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for entry in rows:
             name = entry["test"].split("::", 1)[-1]
             file = entry["test"].split("::")[0]
@@ -298,7 +310,8 @@ def render(data: dict[str, Any]) -> str:
                 out.append(
                     f"| [{_cell(name)}](../{file}) | {entry['form']} | "
                     f"{_cell(rec.get('load', ''))} | {_cell(rec.get('fault', ''))} | "
-                    f"{_cell(rec.get('outcome', 'recorded nothing'))} | {_cell(result)} | "
+                    f"{_cell(rec.get('outcome', 'recorded nothing'))} | "
+                    f"{_key_numbers(rec.get('numbers') or {})} | {_cell(result)} | "
                     f"{entry['duration_s']:g} s | {letters.get(entry['run'], '?')} |")
     return "\n".join(out) + "\n"
 

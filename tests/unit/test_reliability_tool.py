@@ -31,7 +31,8 @@ def outcomes(results: dict[str, str], collected: set[str] | None = None) -> Outc
 
 def recorded(nodeid: str, outcome: str) -> dict[str, Any]:
     return {"item": "3", "test": nodeid, "load": "a load", "fault": "a fault",
-            "outcome": outcome, "numbers": {"lost_writes": 0}}
+            "outcome": outcome, "numbers": {"lost_writes": 0, "acked_writes": 300,
+                                            "duplicates": 0, "longest_unavailability_s": 7.5}}
 
 
 def files() -> dict[Path, set[str]]:
@@ -72,7 +73,7 @@ def test_a_run_replaces_what_it_ran_and_keeps_the_rest(tmp_path: Path) -> None:
     page = render(data)
     assert "## 3. Faults under load" in page
     assert "| [test_leader](../tests/reliability/test_faults_etcd.py) | long | a load | " \
-           "a fault | long | passed | 1 s | A |" in page
+           "a fault | long | 7.5 s / 0 of 300 / 0 | passed | 1 s | A |" in page
     assert "2 cores, 23.5 GiB, EPYC, Linux 6" in page
 
 
