@@ -68,12 +68,12 @@ def objects_of(manifests: list[dict[str, Any]]) -> Objects:
 
 
 def pod_of(deployment: dict[str, Any], objects: Objects, root: Path, *,
-           claims: dict[str, Path] | None = None, hosts: dict[str, str] | None = None,
+           claims: dict[str, Path] | None = None, services: tuple[str, ...] = (),
            ports: dict[int, int] | None = None) -> Pod:
     """The podman options for ``deployment``'s first container, its volume files laid out
-    under ``root``. ``claims``: claimName -> host directory; ``hosts``: names that resolve
-    to the host's loopback (what the cluster's DNS would answer for a Service);
-    ``ports``: host ports to publish on (free ones otherwise)."""
+    under ``root``. ``claims``: claimName -> host directory; ``services``: DNS names that
+    resolve to the host's loopback (where the cluster's DNS would answer with a Service's
+    address); ``ports``: host ports to publish on (free ones otherwise)."""
     spec = deployment["spec"]["template"]["spec"]
     container = spec["containers"][0]
     pod_security = spec.get("securityContext") or {}
@@ -125,7 +125,7 @@ def pod_of(deployment: dict[str, Any], objects: Objects, root: Path, *,
         number = int(port["containerPort"])
         published[number] = (ports or {}).get(number) or free_port()
         options.append(f"--publish=127.0.0.1:{published[number]}:{number}")
-    options += [f"--add-host={name}:{HOST_LOOPBACK}" for name in hosts or {}]
+    options += [f"--add-host={name}:{HOST_LOOPBACK}" for name in services]
 
     if "command" in container:
         options.append(f"--entrypoint={json.dumps(container['command'])}")

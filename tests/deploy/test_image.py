@@ -123,7 +123,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
                wardle.cert, wardle.key)
 
 
-def chart_values(pki: PKI, **overrides: Any) -> dict[str, Any]:
+def chart_values(**overrides: Any) -> dict[str, Any]:
     """The release's values: client certificates from the test's CA, a short shutdown delay
     (the default 10 s only waits for load balancers), audit events on stdout."""
     values: dict[str, Any] = {
@@ -239,17 +239,17 @@ def admin_kubeconfig(path: Path, url: str, ca: Path, pki: PKI) -> Path:
     return path
 
 
-def start_gateway(images: Images, workdir: Path, manifests: list[dict[str, Any]],
-                  objects: Objects, pki: PKI, *, claims: dict[str, Path] | None = None,
-                  hosts: dict[str, str] | None = None, ports: dict[int, int] | None = None
-                  ) -> Gateway:
-    deployment = helm.one(manifests, "Deployment")
-    pod = pod_of(deployment, objects, workdir / "volumes", claims=claims, hosts=hosts,
-                 ports=ports)
-    container = podman.Container(GATEWAY_TAG, pod.options, pod.args).start()
+def start_gateway(workdir: Path, manifests: list[dict[str, Any]], objects: Objects, pki: PKI,
+                  *, claims: dict[str, Path] | None = None, services: tuple[str, ...] = (),
+                  ports: dict[int, int] | None = None) -> Gateway:
+    """The chart's Deployment from the gateway's image; ``services``: the names it dials that
+    the cluster's DNS would answer (here the host's loopback)."""
+    pod = pod_of(helm.one(manifests, "Deployment"), objects, workdir / "volumes",
+                 claims=claims, services=services, ports=ports)
     ca = workdir / "serving-ca.crt"
     ca.write_bytes(objects["Secret"][f"{helm.RELEASE}-gateway-tls"]["ca.crt"])
     kubeconfig = admin_kubeconfig(workdir / "admin.kubeconfig", pod.url("https"), ca, pki)
+    container = podman.Container(GATEWAY_TAG, pod.options, pod.args).start()
     return Gateway(container, pod, manifests, workdir, kubeconfig, ca)
 
 
@@ -311,7 +311,7 @@ def test_the_image_holds_no_compiler_and_runs_as_the_charts_user(images: Images)
 
 def test_embedded_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: Path) -> None:
     wardle_port = free_port()
-    values = chart_values(pki, apiServices=[{
+    values = chart_values(apiServices=[{
         "group": "wardle.example.com", "version": "v1alpha1",
         "service": {"name": "wardle-apiserver", "namespace": "wardle", "port": wardle_port},
         "caBundle": base64.b64encode(pki.wardle_ca.read_bytes()).decode(),
@@ -320,13 +320,12 @@ def test_embedded_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: 
     objects = cluster_objects(manifests, pki)
     claim = helm.one(manifests, "PersistentVolumeClaim")["metadata"]["name"]
     claims = {claim: tmp_path / "data-volume"}
-    hosts = {WARDLE_SERVICE: podman.HOST_LOOPBACK}
     containers: list[podman.Container] = []
     try:
         wardle, wardle_pod = start_wardle(tmp_path, objects, pki, wardle_port)
         containers.append(wardle)
-        gateway = start_gateway(images, tmp_path, manifests, objects, pki, claims=claims,
-                                hosts=hosts)
+        gateway = start_gateway(tmp_path, manifests, objects, pki, claims=claims,
+                                services=(WARDLE_SERVICE,))
         containers.append(gateway.container)
         first_ready = gateway.wait_ready()
         wait_ready(wardle, wardle_pod, trusting(pki.wardle_ca, WARDLE_SERVICE))
@@ -369,8 +368,8 @@ def test_embedded_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: 
         assert code == 0, f"the gateway did not exit cleanly on SIGTERM ({code}):\n" \
                           f"{gateway.container.logs()}"
         gateway.container.remove()
-        gateway = start_gateway(images, tmp_path, manifests, objects, pki, claims=claims,
-                                hosts=hosts, ports={6443: gateway.pod.ports[6443]})
+        gateway = start_gateway(tmp_path, manifests, objects, pki, claims=claims,
+                                services=(WARDLE_SERVICE,), ports={6443: gateway.pod.ports[6443]})
         containers.append(gateway.container)
         second_ready = gateway.wait_ready()
         after = json.loads(gateway.kubectl("get", "configmap", "survivor", "-n", "default",
@@ -394,7 +393,7 @@ def test_etcd_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: Path
     with EtcdCluster(1) as etcd:
         member = etcd.members[0]
         name = member_names(0)[0]  # the chart's example endpoint name, in etcd's certificate
-        values = chart_values(pki, storage={"mode": "etcd", "etcd": {
+        values = chart_values(storage={"mode": "etcd", "etcd": {
             "endpoints": [f"https://{name}:{member.port}"],
             "tls": {"existingSecret": ETCD_SECRET}}})
         manifests = helm.render(values)
@@ -402,8 +401,8 @@ def test_etcd_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: Path
         objects = cluster_objects(manifests, pki, {ETCD_SECRET: {
             "ca.crt": etcd.tls.ca.read_bytes(), "tls.crt": etcd.tls.client.cert.read_bytes(),
             "tls.key": etcd.tls.client.key.read_bytes()}})
-        gateway = start_gateway(images, tmp_path, manifests, objects, pki,
-                                hosts={name: podman.HOST_LOOPBACK})
+        gateway = start_gateway(tmp_path, manifests, objects, pki,
+                                services=(name,))
         try:
             ready = gateway.wait_ready()
             status, body = gateway.probe("/readyz?verbose")
