@@ -322,6 +322,22 @@ TYPE_META_STRUCT = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\"
                     'Kind string "json:\\"kind,omitempty\\"" }')
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """A decoded value with each lone UTF-16 surrogate (a ``\\ud800`` escape without its pair)
+    made U+FFFD, as Go's decoders make it. Python's keep it, and a string holding one cannot be
+    written as UTF-8 afterwards (validation, storage and logs all failed on it)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    return value
+
+
 def json_syntax_error(data: bytes) -> str:
     """What encoding/json says of ``data`` that is not JSON, or "" when it is."""
     try:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from orjson import dumps
 
-from gateway.apimachinery.gowords import go_quote
+from gateway.apimachinery.gowords import go_quote, without_lone_surrogates
 
 
 def may_have_duplicates(body: bytes, obj: Any) -> bool:
@@ -181,6 +181,7 @@ def yaml_load(body: bytes, *, strict: bool) -> tuple[Any, str]:
         obj = loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
+    obj = without_lone_surrogates(obj)  # a "\ud800" escape, as go-yaml reads it
     if not problems:
         return obj, ""
     return obj, "yaml: unmarshal errors:\n  " + "\n  ".join(problems)

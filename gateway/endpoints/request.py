@@ -16,6 +16,7 @@ from gateway.apimachinery.gowords import (
     json_kind,
     json_syntax_error,
     parse_int,
+    without_lone_surrogates,
 )
 from gateway.apimachinery.strictjson import (
     Findings,
@@ -107,8 +108,8 @@ def load_json(body: bytes) -> Any:
         syntax = json_syntax_error(body)
         if syntax:
             raise JSONError(syntax) from None
-    try:
-        return json.loads(body.decode("utf-8", "replace"))
+    try:  # orjson refuses lone surrogates, which Go reads as U+FFFD
+        return without_lone_surrogates(json.loads(body.decode("utf-8", "replace")))
     except ValueError:
         raise JSONError("unexpected end of JSON input") from None
 

@@ -86,8 +86,9 @@ WHOLE_OBJECT = "[]"
 
 
 def dns1123_label_errors(value: str) -> list[str]:
+    """validation.IsDNS1123Label; its limit counts bytes, as Go's len does."""
     errors = []
-    if len(value) > DNS1123_LABEL_MAX:
+    if len(value.encode("utf-8", "surrogatepass")) > DNS1123_LABEL_MAX:
         errors.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
     if not _LABEL.fullmatch(value):
         errors.append(
@@ -103,7 +104,7 @@ _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 def dns1035_label_errors(value: str) -> list[str]:
     errors = []
-    if len(value.encode()) > DNS1123_LABEL_MAX:
+    if len(value.encode("utf-8", "surrogatepass")) > DNS1123_LABEL_MAX:
         errors.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
     if not _DNS1035_LABEL.fullmatch(value):
         errors.append(
@@ -116,8 +117,9 @@ def dns1035_label_errors(value: str) -> list[str]:
 
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
+    """validation.IsDNS1123Subdomain; its limit counts bytes, as Go's len does."""
     errors = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
+    if len(value.encode("utf-8", "surrogatepass")) > DNS1123_SUBDOMAIN_MAX:
         errors.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters")
     if not _SUBDOMAIN.fullmatch(value):
         errors.append(
