@@ -115,7 +115,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
 
 def make_namespace(deployed: Deployed, name: str) -> str:
     code, body = deployed.gateway.request("POST", "/api/v1/namespaces",
-                                              {"metadata": {"name": name}})
+                                          {"metadata": {"name": name}})
     assert code in (201, 409), body
     return name
 
@@ -139,6 +139,7 @@ def phases(seconds: float) -> tuple[float, float]:
 
 
 def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
+    """The mix at 80 % of the capacity measured first, checked as the module says."""
     seconds = soak_seconds(LONG_SECONDS if long_form() else CI_SECONDS)
     warmup, window = phases(seconds)
     gateway = deployed.gateway
