@@ -18,7 +18,7 @@ from gateway.registry.validation import (
     path_segment_causes,
 )
 
-PROPERTY = settings(max_examples=500, derandomize=True, database=None, deadline=None)
+PROPERTY = settings(max_examples=300, derandomize=True, database=None, deadline=None)
 
 # kube's expressions, anchored as Go's MatchString of "^...$" is (no newline before the end)
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
