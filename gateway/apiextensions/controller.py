@@ -250,7 +250,7 @@ class CRDController:
                 continue
             resource = resource_of(entry)
             layer = CustomResourceVersion(resource, entry, converter,
-                                          siblings=lambda served=served: served.versions)
+                                          siblings=served.versions.keys)
             store = self.options.new_store(resource, layer)
             store.create_admission += self.create_admission(resource)
             store.create_admission.append(_refuse_while_terminating(self.crds, name,

@@ -57,6 +57,7 @@ def _defaults_at(s: Schema, path: str, embedded: bool, inside_meta: bool,
 
 def _prunes(value: Any, s: Schema | None, embedded: bool) -> bool:
     """Whether pruning ``value`` by ``s`` drops anything (pruning.Prune)."""
+    below: Schema | None  # the schema below a key or an item: None prunes all of it
     if s is not None and s.get("x-kubernetes-preserve-unknown-fields") is True:
         return _skip_prunes(value, s, embedded)
     if isinstance(value, dict):
@@ -82,6 +83,7 @@ def _prunes(value: Any, s: Schema | None, embedded: bool) -> bool:
 
 def _skip_prunes(value: Any, s: Schema, embedded: bool) -> bool:
     """Below x-kubernetes-preserve-unknown-fields only what the schema specifies is pruned."""
+    below: Schema | None
     if isinstance(value, dict):
         for key, sub in value.items():
             if embedded and key in _META_FIELDS:

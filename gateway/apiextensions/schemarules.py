@@ -434,8 +434,8 @@ def has_invalid_types(schema: Any) -> bool:
 
 def has_non_atomic_set_type(schema: Any) -> bool:
     return schema_has(schema, lambda s: s.get("x-kubernetes-list-type") == "set"
-                      and item_schema(s) is not None and bool(_set_item_causes(item_schema(s),
-                                                                               "")))
+                      and (items := item_schema(s)) is not None
+                      and bool(_set_item_causes(items, "")))
 
 
 def has_invalid_map_list_keys(schema: Any) -> bool:

@@ -198,5 +198,6 @@ def approval_causes(new: dict, old: dict | None) -> list[Cause]:
     if state == "missing":
         return [required(path, reason)]
     if state == "invalid":
+        assert isinstance(annotations, dict)  # an invalid approval is a value found in them
         return [invalid(path, annotations.get(APPROVAL), reason)]
     return []

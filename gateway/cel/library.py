@@ -179,7 +179,7 @@ def runtime_program(env: cel.Env, checked: Any) -> Any:
 
 _STATUS = re.compile(r"^[A-Z_]+: ")
 _STATUS_TAIL = re.compile(r" \[[A-Z_]+\]$")
-_RUNTIME_WORDS = [
+_RUNTIME_WORDS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     (re.compile(r'Key not found in map : "?(.*?)"?$'), lambda m: f"no such key: {m[1]}"),
     (re.compile(r"Index error: index=(-?\d+) size=\d+$"),
      lambda m: f"index out of bounds: {m[1]}"),

@@ -33,7 +33,8 @@ def _error(text: str, message: str, at: str = "") -> AddressError:
 
 def _ipv4_fields(text: str, part: str) -> list[int]:
     """parseIPv4Fields: four decimal octets, no leading zeros."""
-    fields, value, digits = [], 0, 0
+    fields: list[int] = []
+    value, digits = 0, 0
     for i, char in enumerate(part):
         if "0" <= char <= "9":
             if digits == 1 and value == 0:

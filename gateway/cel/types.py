@@ -88,6 +88,12 @@ class Decl:
     #: (kube's hand-made types: ``AdmissionRequest``); else a generated one
     name: str = ""
 
+    @property
+    def item(self) -> Decl:
+        """A list's or a map's element type (decl_type makes those only with one)."""
+        assert self.elem is not None
+        return self.elem
+
 
 def types_of(schema: dict) -> list[str]:
     kind = schema.get("type")
@@ -119,7 +125,7 @@ def decl_type(schema: dict | None, root: bool = False) -> Decl | None:
         return Decl("dyn")
     if root:
         schema = with_type_and_object_meta(schema)
-    kind = (types_of(schema) or [None])[0]
+    kind = next(iter(types_of(schema)), "")
     if kind == "array":
         elem = decl_type(schema.get("items"), _embedded(schema.get("items")))
         return Decl("list", elem) if elem else None
@@ -128,7 +134,8 @@ def decl_type(schema: dict | None, root: bool = False) -> Decl | None:
     if kind == "string":
         fmt = schema.get("format")
         return Decl({"byte": "bytes", "duration": "duration", "date": "timestamp",
-                     "date-time": "timestamp"}.get(fmt, "string"))
+                     "date-time": "timestamp"}.get(fmt, "string") if isinstance(fmt, str)
+                    else "string")
     return {"boolean": Decl("bool"), "number": Decl("double"),
             "integer": Decl("int")}.get(kind)
 
@@ -163,9 +170,9 @@ class TypeBuilder:
     def cel_type(self, decl: Decl) -> cel.Type:
         """The checker's type for a declared type."""
         if decl.kind == "list":
-            return T.List(self.cel_type(decl.elem))
+            return T.List(self.cel_type(decl.item))
         if decl.kind == "map":
-            return T.Map(T.STRING, self.cel_type(decl.elem))
+            return T.Map(T.STRING, self.cel_type(decl.item))
         if decl.kind == "object":
             return T(self.message(decl))
         return _SCALARS[decl.kind]
@@ -182,13 +189,13 @@ class TypeBuilder:
 
     def _field(self, message: Any, name: str, number: int, decl: Decl) -> None:
         label = _FD.LABEL_OPTIONAL
-        if decl.kind == "list" and decl.elem.kind not in ("list", "map"):
-            label, decl = _FD.LABEL_REPEATED, decl.elem
-        elif decl.kind == "map" and decl.elem.kind not in ("list", "map"):
+        if decl.kind == "list" and decl.item.kind not in ("list", "map"):
+            label, decl = _FD.LABEL_REPEATED, decl.item
+        elif decl.kind == "map" and decl.item.kind not in ("list", "map"):
             entry = message.nested_type.add(name=f"{_camel(name)}Entry")
             entry.options.map_entry = True
             self._field(entry, "key", 1, Decl("string"))
-            self._field(entry, "value", 2, decl.elem)
+            self._field(entry, "value", 2, decl.item)
             message.field.add(name=name, json_name=name, number=number,
                               label=_FD.LABEL_REPEATED, type=_FD.TYPE_MESSAGE,
                               type_name=f".{self.package}.{message.name}.{entry.name}")
@@ -322,10 +329,10 @@ def _may_fail(value: Any, decl: Decl) -> bool:
         fields = decl.fields
         return any(_may_fail(v, fields[k][1]) for k, v in value.items()
                    if k in fields and _special(fields[k][1]))
-    if kind == "map" and isinstance(value, dict) and _special(decl.elem):
-        return any(_may_fail(v, decl.elem) for v in value.values())
-    if kind == "list" and isinstance(value, list) and _special(decl.elem):
-        return any(_may_fail(v, decl.elem) for v in value)
+    if kind == "map" and isinstance(value, dict) and _special(decl.item):
+        return any(_may_fail(v, decl.item) for v in value.values())
+    if kind == "list" and isinstance(value, list) and _special(decl.item):
+        return any(_may_fail(v, decl.item) for v in value)
     return False
 
 

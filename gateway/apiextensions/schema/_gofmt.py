@@ -91,6 +91,7 @@ def is_json_integer(value: float) -> bool:
 def _shortest_digits(value: float) -> tuple[str, int]:
     """The shortest round-tripping decimal digits of abs(value) and the decimal point's place."""
     _sign, digits, exponent = Decimal(repr(abs(value))).as_tuple()
+    assert isinstance(exponent, int)  # finite: the callers answer NaN and the infinities
     text = "".join(map(str, digits)).lstrip("0")
     stripped = text.rstrip("0")
     exponent += len(text) - len(stripped)

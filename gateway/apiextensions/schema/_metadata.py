@@ -73,7 +73,9 @@ def coerce_meta(meta: dict, path: str) -> list[str]:
     for name, item_fields in (("ownerReferences", _OWNER_FIELDS),
                               ("managedFields", _MANAGED_FIELDS)):
         items = meta.get(name)
-        for i, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(items, list):
+            continue
+        for i, item in enumerate(items):
             if item is None:
                 items[i] = item = {}
             kept = _OWNER_KEPT if item_fields is _OWNER_FIELDS else frozenset()

@@ -409,7 +409,7 @@ def _re2_matcher(compiled: Any) -> Matcher:
         anchor = re2._re2.RE2.Anchor.UNANCHORED
     except AttributeError:  # pragma: no cover - another google-re2 layout
         anchor = None
-    if anchor is None or not hasattr(program, "Match"):
+    if anchor is None or program is None or not hasattr(program, "Match"):
         return lambda text: compiled.search(text) is not None
     match = program.Match
     wrapper = compiled.search

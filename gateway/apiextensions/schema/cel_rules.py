@@ -87,7 +87,8 @@ class _Pending:
 def compile_schema(schema: dict, path: str = "", *,
                    root: bool = True) -> tuple[CompiledRules, list[Cause]]:
     """Compile every rule of a schema tree; causes are kube's CRD validation errors."""
-    types, pending = TypeBuilder(), []
+    types = TypeBuilder()
+    pending: list[_Pending] = []
     tree = _build(schema, schema, root, decl_type(schema, root), path, None, types, pending)
     causes: list[Cause] = []
     if pending:
@@ -105,7 +106,7 @@ def _build(vschema: dict, nschema: dict, root: bool, decl: Decl | None, path: st
     rules = [r for r in vschema.get("x-kubernetes-validations") or [] if isinstance(r, dict)]
     if rules and decl is None:
         node.init_error = "failed to convert to declType for CEL validation rules"
-    elif rules:
+    elif rules and decl is not None:
         types.cel_type(decl)
         node.rules = [Rule(source=r) for r in rules]
         pending.append(_Pending(node, rules, path, uncorrelatable))
@@ -157,18 +158,21 @@ def _property_type(decl: Decl | None, name: str, schema: dict) -> Decl | None:
 
 
 def _compile_node(item: _Pending, pool: Any, types: TypeBuilder) -> list[Cause]:
-    self_type = types.cel_type(item.node.decl)
+    decl = item.node.decl
+    assert decl is not None  # a node's rules are pending only when it has a type (_build)
+    self_type = types.cel_type(decl)
     envs = _Envs(pool, self_type)
     causes = []
     for i, (rule, compiled) in enumerate(zip(item.rules, item.node.rules, strict=True)):
         where = f"{item.path}.x-kubernetes-validations[{i}]"
         causes += _compile_rule(rule, compiled, envs, where, item)
+    # a program is made only from a rule's (or message's) text
     sources = [text for rule, compiled in zip(item.rules, item.node.rules, strict=True)
                for text, program in ((rule.get("rule"), compiled.program),
                                      (rule.get("messageExpression"), compiled.message_program))
-               if program is not None]
-    item.node.self_view = field_view(item.node.decl, read_fields(sources, "self"))
-    item.node.old_view = field_view(item.node.decl, read_fields(sources, "oldSelf"))
+               if program is not None and isinstance(text, str)]
+    item.node.self_view = field_view(decl, read_fields(sources, "self"))
+    item.node.old_view = field_view(decl, read_fields(sources, "oldSelf"))
     return causes
 
 
@@ -200,7 +204,8 @@ class _Envs:
     """The node's checking environments, made when first needed."""
 
     def __init__(self, pool: Any, self_type: cel.Type) -> None:
-        self.pool, self.self_type, self.made = pool, self_type, {}
+        self.pool, self.self_type = pool, self_type
+        self.made: dict[str, cel.Env] = {}
 
     def get(self, kind: str) -> cel.Env:
         if kind not in self.made:
@@ -253,7 +258,7 @@ def _runtime(checked: Any, unchecked: str | None) -> tuple[Any, str]:
 
 def _compile_rule(rule: dict, out: Rule, envs: _Envs, where: str,
                   item: _Pending) -> list[Cause]:
-    source = rule.get("rule") if isinstance(rule.get("rule"), str) else ""
+    source = text if isinstance(text := rule.get("rule"), str) else ""
     if not source.strip():
         return []
     checked, error = _check(envs.get("self"), source)

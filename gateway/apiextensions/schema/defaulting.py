@@ -26,7 +26,7 @@ def _default_for_null(value: Any, schema: dict | None) -> bool:
     return value is None and schema is not None and schema.get("nullable") is not True
 
 
-def apply_defaults(obj: Any, schema: dict) -> None:
+def apply_defaults(obj: Any, schema: dict | None) -> None:
     """Default ``obj`` in place from ``schema`` (structural.Default)."""
     schema = _schema(schema)
     if schema is None:
@@ -36,7 +36,7 @@ def apply_defaults(obj: Any, schema: dict) -> None:
     elif isinstance(obj, list):
         items = _schema(schema.get("items"))
         for i, item in enumerate(obj):
-            if _default_for_null(item, items):
+            if items is not None and _default_for_null(item, items):
                 obj[i] = item = copy.deepcopy(items.get("default"))
             apply_defaults(item, items)
 
@@ -129,21 +129,21 @@ def _apply(obj: Any, node: _Node) -> None:
             if name in obj:
                 _apply(obj[name], child)
         if node.additional is not None or node.additional_default is not None:
-            names, child = node.names, node.additional
+            names, extra = node.names, node.additional
             for name in list(obj):
                 if name in names:
                     continue
                 if obj[name] is None and not node.additional_nullable:
                     obj[name] = copy.deepcopy(node.additional_default)
-                if child is not None:
-                    _apply(obj[name], child)
+                if extra is not None:
+                    _apply(obj[name], extra)
     elif isinstance(obj, list) and (node.items is not None or node.items_default is not None):
-        child = node.items
+        items = node.items
         for i, item in enumerate(obj):
             if item is None and not node.items_nullable:
                 obj[i] = item = copy.deepcopy(node.items_default)
-            if child is not None:
-                _apply(item, child)
+            if items is not None:
+                _apply(item, items)
 
 
 def _changes(obj: Any, node: _Node) -> bool:
@@ -156,7 +156,7 @@ def _changes(obj: Any, node: _Node) -> bool:
             if name in obj and _changes(obj[name], child):
                 return True
         if node.additional is not None or node.additional_default is not None:
-            names, child = node.names, node.additional
+            names, extra = node.names, node.additional
             fills = node.additional_default is not None and not node.additional_nullable
             for name, value in obj.items():
                 if name in names:
@@ -164,16 +164,16 @@ def _changes(obj: Any, node: _Node) -> bool:
                 if value is None:
                     if fills:
                         return True
-                elif child is not None and _changes(value, child):
+                elif extra is not None and _changes(value, extra):
                     return True
     elif isinstance(obj, list) and (node.items is not None or node.items_default is not None):
-        child = node.items
+        items = node.items
         fills = node.items_default is not None and not node.items_nullable
         for item in obj:
             if item is None:
                 if fills:
                     return True
-            elif child is not None and _changes(item, child):
+            elif items is not None and _changes(item, items):
                 return True
     return False
 
@@ -205,5 +205,6 @@ class DefaultTree:
         if not self.changes(obj):
             return obj
         out = copy.deepcopy(obj)
+        assert self._root is not None  # changes() found a default to set
         _apply(out, self._root)
         return out

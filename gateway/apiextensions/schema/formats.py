@@ -92,7 +92,7 @@ def is_datetime(text: str) -> bool:
     if len(parts) < 2 or not is_date(parts[0]):
         return False
     match = _TIME.fullmatch(parts[1])
-    return bool(match) and match[1] <= "23" and match[2] <= "59" and match[3] <= "59"
+    return match is not None and match[1] <= "23" and match[2] <= "59" and match[3] <= "59"
 
 
 def is_duration(text: str) -> bool:
