@@ -257,7 +257,7 @@ def _decoded(code: int, content_type: str, data: bytes) -> Any:
 
 def _group_version_kind(review: Object) -> str:
     """schema.GroupVersionKind's String() of what the answer says it is."""
-    api_version = review.get("apiVersion") if isinstance(review.get("apiVersion"), str) else ""
+    api_version = v if isinstance(v := review.get("apiVersion"), str) else ""
     group, _, version = api_version.rpartition("/")
     kind = review.get("kind") if isinstance(review.get("kind"), str) else ""
     return f"{group}/{version}, Kind={kind}"
@@ -283,7 +283,7 @@ def review_response(review: Any, uid: str, version: str, *, mutating: bool) -> O
     if not isinstance(response, dict):
         raise CallError("received invalid webhook response: webhook response was absent")
     if response.get("uid") != uid:
-        got = response.get("uid") if isinstance(response.get("uid"), str) else ""
+        got = v if isinstance(v := response.get("uid"), str) else ""
         raise CallError(f"received invalid webhook response: expected response.uid="
                         f"{go_quote(uid)}, got {go_quote(got)}")
     if response.get("patch"):
@@ -325,9 +325,9 @@ def _patched(name: str, obj: Object | None, patch: str) -> Object:
 
 def _operation_failed(operation: Object) -> str:
     """evanphx/json-patch's error for an operation that does not apply."""
-    kind = operation.get("op") if isinstance(operation.get("op"), str) else "unknown"
-    path = operation.get("path") if isinstance(operation.get("path"), str) else ""
-    source = operation.get("from") if isinstance(operation.get("from"), str) else ""
+    kind = v if isinstance(v := operation.get("op"), str) else "unknown"
+    path = v if isinstance(v := operation.get("path"), str) else ""
+    source = v if isinstance(v := operation.get("from"), str) else ""
     if kind == "test":
         return f"testing value {path} failed: test failed"
     if kind in ("add", "remove"):

@@ -216,6 +216,6 @@ def client_error(code: int, content_type: str, data: bytes) -> status.StatusErro
         body = None
     if isinstance(body, dict) and body.get("kind") == "Status" and \
             body.get("status") == "Failure":
-        reason = body.get("reason") if isinstance(body.get("reason"), str) else ""
-        code = body.get("code") if isinstance(body.get("code"), int) and body["code"] else code
+        reason = v if isinstance(v := body.get("reason"), str) else ""
+        code = c if isinstance(c := body.get("code"), int) and c else code
     return status.StatusError(code, reason, http_error(code, content_type, data))

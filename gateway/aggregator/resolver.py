@@ -58,11 +58,11 @@ class StoreServiceResolver:
             if cached[1] is endpoints:
                 self._cache[key] = (*cached[:3], stamp)
                 return self._pick(cached[2], name)
-        answer, endpoints = await self._compute(service, namespace, name, port)
+        answer, found = await self._compute(service, namespace, name, port)
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-        self._cache[key] = (service, endpoints, answer, stamp)
-        return answer if endpoints is None else self._pick(answer, name)
+        self._cache[key] = (service, found, answer, stamp)
+        return answer if found is None else self._pick(answer, name)
 
     @staticmethod
     def _pick(candidates: Any, name: str) -> ServiceAddress:

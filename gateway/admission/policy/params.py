@@ -10,6 +10,8 @@ resource's objects converted to that version), as kube's informer of that versio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gateway.apimachinery import status
 from gateway.apimachinery.labels import LabelSelector, from_label_selector
 from gateway.apimachinery.listoptions import ListOptions
@@ -34,7 +36,7 @@ def gvk_string(group: str, version: str, kind: str) -> str:
 
 
 async def collect(param_kind: Object | None, store: RESTStore | None, ref: Object | None,
-                  namespace: str) -> list[Object | None]:
+                  namespace: str) -> Sequence[Object | None]:
     """The params to evaluate the policy with: [None] when the policy or the binding has no
     params; [] when none were found and that is allowed."""
     if param_kind is None or ref is None:
@@ -63,7 +65,7 @@ async def collect(param_kind: Object | None, store: RESTStore | None, ref: Objec
     return params
 
 
-async def _named(store: RESTStore, namespace: str, name: str) -> list[Object | None]:
+async def _named(store: RESTStore, namespace: str, name: str) -> list[Object]:
     try:
         return [await store.get(namespace, name, "0")]
     except status.StatusError as err:
@@ -73,7 +75,7 @@ async def _named(store: RESTStore, namespace: str, name: str) -> list[Object | N
 
 
 async def _selected(store: RESTStore, namespace: str,
-                    selector: LabelSelector) -> list[Object | None]:
+                    selector: LabelSelector) -> list[Object]:
     try:
         listed = await store.list(namespace, ListOptions(label_selector=selector,
                                                          resource_version="0"))

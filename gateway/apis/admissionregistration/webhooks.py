@@ -172,6 +172,7 @@ def _client_config_causes(path: str, config: dict) -> list[Cause]:
         return [required(path, "exactly one of url or service is required")]
     if url is not None:
         return url_causes(f"{path}.url", url)
+    assert service is not None  # exactly one of them is set
     return service_causes(f"{path}.service", service)
 
 

@@ -47,6 +47,7 @@ def attributes_of(kind: str, spec: dict[str, Any], user: UserInfo) -> Attributes
     if non_resource:
         return Attributes(user, non_resource.get("verb", ""), False,
                           path=non_resource.get("path", ""))
+    assert resource  # exactly one of the two is given (checked above)
     return Attributes(user, resource.get("verb", ""), True, resource.get("namespace", ""),
                       resource.get("group", ""), resource.get("version", ""),
                       resource.get("resource", ""), resource.get("subresource", ""),

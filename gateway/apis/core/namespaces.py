@@ -10,7 +10,7 @@ from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.objects import copy_object
 from gateway.registry.resource import ResourceDef
-from gateway.registry.store import RESTStore, WriteOptions
+from gateway.registry.store import Admission, RESTStore, WriteOptions
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
 from gateway.registry.versions import BuiltinVersion
@@ -98,7 +98,8 @@ NAMESPACES = ResourceDef(
 )
 
 
-def namespace_lifecycle(namespaces: RESTStore, resource: str, group: str = ""):
+def namespace_lifecycle(namespaces: RESTStore, resource: str,
+                        group: str = "") -> Admission:
     """The admission check (a store admission hook) for creating ``resource`` objects in a
     namespace: the namespace must exist (404) and not be terminating (403 naming the object,
     as kube's NamespaceLifecycle plugin does). Updates pass: the object is already there."""

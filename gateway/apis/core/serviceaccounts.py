@@ -3,6 +3,7 @@ service-account tokens: what ``kubectl create token`` asks for."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from aiohttp import web
@@ -57,8 +58,12 @@ async def _bound(ref: dict | None, namespace: str, lookup: UidLookup) -> BoundOb
     return BoundObject(kind, name, uid)
 
 
+#: What the token subresource's route calls (a ResourceHandler of the server layer above).
+TokenHandler = Callable[[web.BaseRequest, RequestInfo], Awaitable[web.StreamResponse]]
+
+
 def token_request_handler(accounts: RESTStore, tokens: ServiceAccountTokens,
-                          lookup: UidLookup):
+                          lookup: UidLookup) -> TokenHandler:
     """POST serviceaccounts/<name>/token."""
 
     async def handle(request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateway.apimachinery.status import Cause
 from gateway.registry.resource import ResourceDef
 from gateway.registry.strategy import Object, Strategy
@@ -101,7 +103,7 @@ def _subject_causes(path: str, subject: dict, namespaced: bool) -> list[Cause]:
     return causes
 
 
-def _subjects(kind: str):
+def _subjects(kind: str) -> Callable[[Object], str]:
     def cell(obj: Object) -> str:
         names = []
         for subject in obj.get("subjects") or []:

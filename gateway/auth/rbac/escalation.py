@@ -13,7 +13,7 @@ from gateway.apimachinery.user import UserInfo
 from gateway.auth.authorizer import Attributes, Authorizer, Decision
 from gateway.auth.rbac.authorizer import RBAC
 from gateway.auth.rbac.rules import Atom, uncovered
-from gateway.registry.store import WriteOptions
+from gateway.registry.store import Admission, WriteOptions
 from gateway.storage.interface import Object
 
 GROUP = "rbac.authorization.k8s.io"
@@ -44,7 +44,7 @@ class EscalationCheck:
         decision, _ = await self.authorize(attributes)
         return decision is Decision.ALLOW
 
-    def role_hook(self, resource: str):
+    def role_hook(self, resource: str) -> Admission:
         """Admission for roles / clusterroles."""
 
         async def check(new: Object, old: Object | None, options: WriteOptions) -> None:
@@ -63,7 +63,7 @@ class EscalationCheck:
 
         return check
 
-    def binding_hook(self, resource: str):
+    def binding_hook(self, resource: str) -> Admission:
         """Admission for rolebindings / clusterrolebindings."""
 
         async def check(new: Object, old: Object | None, options: WriteOptions) -> None:
