@@ -32,6 +32,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
@@ -144,6 +145,11 @@ def _load_cert(path: Path) -> x509.Certificate:
     return load_pem_certificates(path)[0]
 
 
+def _public_der(key: CertificatePublicKeyTypes) -> bytes:
+    return key.public_bytes(serialization.Encoding.DER,
+                            serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
 def _load_key(path: Path) -> PrivateKey:
     try:
         key = serialization.load_pem_private_key(_read(path), password=None)
@@ -202,9 +208,10 @@ def _build(subject: x509.Name, key: PrivateKey, issuer: x509.Certificate | None,
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
                        critical=False)
     )
-    signer_public = (issuer.public_key() if issuer else key.public_key())
+    # the issuer's key (its certificate's, which _pair checked), or the key itself
     builder = builder.add_extension(
-        x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_public), critical=False)
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+        critical=False)
     if usages:
         builder = builder.add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
     if sans:
@@ -280,7 +287,9 @@ class _Maker:
                 raise PKIError(f"{path} is missing while {other} exists; restore it or remove "
                                f"{other.name} to regenerate both")
         cert, key = _load_cert(cert_path), _load_key(key_path)
-        if cert.public_key().public_numbers() != key.public_key().public_numbers():
+        # compared as encoded: a certificate may hold any type of key (an Ed25519 one has no
+        # public_numbers), the key is ECDSA
+        if _public_der(cert.public_key()) != _public_der(key.public_key()):
             raise PKIError(f"{key_path} does not belong to {cert_path}")
         return cert, key
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import subprocess
 
@@ -9,7 +10,7 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
@@ -123,6 +124,29 @@ def test_a_corrupt_ca_is_named_and_left_alone(dev):
     with pytest.raises(pki.PKIError, match=r"ca\.crt"):
         pki.ensure_dev_pki(dev.cert_dir)
     assert dev.ca_cert.read_bytes() == b"garbage"
+
+
+def _self_signed(key, public_key) -> bytes:
+    """A CA certificate for ``public_key``, signed by ``key``."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "other")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(public_key).serial_number(1)
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, None if isinstance(key, ed25519.Ed25519PrivateKey) else hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.mark.parametrize("kind", ["ecdsa", "ed25519"])
+def test_a_certificate_of_another_key_is_refused(dev, kind):
+    """An Ed25519 one was an AttributeError (no public_numbers) with a stack trace instead of
+    this one line (found by mypy)."""
+    other = ec.generate_private_key(ec.SECP256R1()) if kind == "ecdsa" \
+        else ed25519.Ed25519PrivateKey.generate()
+    dev.ca_cert.write_bytes(_self_signed(other, other.public_key()))
+    with pytest.raises(pki.PKIError, match=r"ca\.key does not belong to .*ca\.crt"):
+        pki.ensure_dev_pki(dev.cert_dir)
 
 
 def test_a_key_without_its_certificate_is_refused(dev):

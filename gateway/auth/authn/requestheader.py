@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from aiohttp import web
-
+from gateway.apimachinery.context import Request
 from gateway.apimachinery.user import UserInfo
-from gateway.auth.authn import Authenticated, AuthenticationError
+from gateway.auth.authn import Authenticated, AuthenticationError, Authenticator
 from gateway.auth.authn.x509 import CertificateVerifier, common_name, peer_certificate
 
 
@@ -34,7 +33,7 @@ class RequestHeaderConfig:
                                        for p in self.extra_prefixes)
 
 
-def _first(request: web.BaseRequest, names: Iterable[str]) -> str:
+def _first(request: Request, names: Iterable[str]) -> str:
     for name in names:
         value = request.headers.get(name, "").strip()
         if value:
@@ -42,14 +41,14 @@ def _first(request: web.BaseRequest, names: Iterable[str]) -> str:
     return ""
 
 
-def _all(request: web.BaseRequest, names: Iterable[str]) -> tuple[str, ...]:
+def _all(request: Request, names: Iterable[str]) -> tuple[str, ...]:
     values: list[str] = []
     for name in names:
         values += [v.strip() for v in request.headers.getall(name, []) if v.strip()]
     return tuple(values)
 
 
-def _extra(request: web.BaseRequest, prefixes: Iterable[str]) -> dict[str, tuple[str, ...]]:
+def _extra(request: Request, prefixes: Iterable[str]) -> dict[str, tuple[str, ...]]:
     extra: dict[str, list[str]] = {}
     for header, value in request.headers.items():
         for prefix in prefixes:
@@ -59,8 +58,9 @@ def _extra(request: web.BaseRequest, prefixes: Iterable[str]) -> dict[str, tuple
     return {k: tuple(v) for k, v in extra.items()}
 
 
-def request_header_authenticator(verifier: CertificateVerifier, config: RequestHeaderConfig):
-    async def authenticate(request: web.BaseRequest) -> Authenticated | None:
+def request_header_authenticator(verifier: CertificateVerifier,
+                                 config: RequestHeaderConfig) -> Authenticator:
+    async def authenticate(request: Request) -> Authenticated | None:
         der = peer_certificate(request)
         if not der:
             return None

@@ -173,19 +173,20 @@ class ServiceAccountTokens:
         if self.signing_key is None:
             raise AuthenticationError("no --service-account-signing-key-file")
         now = int(time.time())
+        expires = now + expiration_seconds
         private: dict[str, Any] = {"namespace": namespace,
                                    "serviceaccount": {"name": name, "uid": uid}}
         if bound is not None:
             private[bound.kind.lower()] = {"name": bound.name, "uid": bound.uid}
         claims = {
-            "aud": list(audiences or self.audiences), "exp": now + expiration_seconds,
+            "aud": list(audiences or self.audiences), "exp": expires,
             "iat": now, "iss": self.issuers[0], "jti": str(uuid.uuid4()), "nbf": now,
             "sub": f"system:serviceaccount:{namespace}:{name}", "kubernetes.io": private,
         }
         public = self.signing_key.public_key()
         token = jwt.encode(claims, self.signing_key, algorithm=_algorithm(self.signing_key),
                            headers={"kid": key_id(public)})
-        return token, claims["exp"]
+        return token, expires
 
     # -- checking ----------------------------------------------------------------------------
 

@@ -9,10 +9,9 @@ import csv
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from aiohttp import web
-
+from gateway.apimachinery.context import Request
 from gateway.apimachinery.user import UserInfo
-from gateway.auth.authn import Authenticated, AuthenticationError
+from gateway.auth.authn import Authenticated, AuthenticationError, Authenticator
 
 #: Checks one token; None when the token is not of its kind.
 TokenAuthenticator = Callable[[str, tuple[str, ...]], Awaitable[Authenticated | None]]
@@ -49,7 +48,7 @@ def token_file_authenticator(tokens: dict[str, UserInfo]) -> TokenAuthenticator:
     return authenticate
 
 
-def bearer_token(request: web.BaseRequest) -> str | None:
+def bearer_token(request: Request) -> str | None:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer":
@@ -59,10 +58,10 @@ def bearer_token(request: web.BaseRequest) -> str | None:
 
 
 def bearer_authenticator(token_authenticators: list[TokenAuthenticator],
-                         audiences: tuple[str, ...]):
+                         audiences: tuple[str, ...]) -> Authenticator:
     """The request's bearer token, checked by each token authenticator in turn."""
 
-    async def authenticate(request: web.BaseRequest) -> Authenticated | None:
+    async def authenticate(request: Request) -> Authenticated | None:
         token = bearer_token(request)
         if token is None:
             return None

@@ -21,19 +21,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from gateway.apimachinery.context import Request
 from gateway.apimachinery.dynamicfile import FileContent
 from gateway.apimachinery.user import UserInfo
-from gateway.auth.authn import Authenticated, AuthenticationError
+from gateway.auth.authn import Authenticated, AuthenticationError, Authenticator
 
 _CACHE_SIZE = 1024
 
 
-def peer_certificate(request: web.BaseRequest) -> bytes | None:
+def peer_certificate(request: Request) -> bytes | None:
     """The DER of the client's certificate, if it showed one."""
     transport = request.transport
     ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
@@ -149,7 +149,7 @@ def organizations(cert: x509.Certificate) -> tuple[str, ...]:
         NameOID.ORGANIZATION_NAME))
 
 
-def x509_authenticator(verifier: CertificateVerifier):
+def x509_authenticator(verifier: CertificateVerifier) -> Authenticator:
     """user = the certificate's CN, groups = its O values (kube's x509 authenticator).
 
     A connection shows one certificate for its whole life: the answer is kept with the
@@ -158,7 +158,7 @@ def x509_authenticator(verifier: CertificateVerifier):
     by_connection: weakref.WeakKeyDictionary[Any, tuple[Authenticated, float, int]] = \
         weakref.WeakKeyDictionary()
 
-    async def authenticate(request: web.BaseRequest) -> Authenticated | None:
+    async def authenticate(request: Request) -> Authenticated | None:
         transport = request.transport
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
         if ssl_object is None:
