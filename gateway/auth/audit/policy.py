@@ -100,15 +100,18 @@ def _level(value: object, where: str) -> Level:
     if value not in _LEVELS:
         raise PolicyError(f"{where}: unknown level {value!r} (None, Metadata, Request, "
                           "RequestResponse)")
-    return _LEVELS[value]  # type: ignore[index]
+    return _LEVELS[value]
 
 
 def _stages(value: object, where: str) -> tuple[str, ...]:
-    stages = tuple(value or ())  # type: ignore[arg-type]
-    for stage in stages:
+    if value is None:
+        return ()
+    if not isinstance(value, list):  # kube's strict decoding refuses it too
+        raise PolicyError(f"{where}: omitStages: not a list of stages: {value!r}")
+    for stage in value:
         if stage not in STAGES:
             raise PolicyError(f"{where}: unknown stage {stage!r}")
-    return stages
+    return tuple(value)
 
 
 def load_policy(path: Path) -> Policy:
