@@ -13,7 +13,7 @@ reports what it is still waiting for.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -452,7 +452,7 @@ class Gateway:
             for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")})
         aggregation = AggregationController(self.core.store("clusterroles", RBAC_GROUP))
         apf = self._flow_control_config()
-        work = {
+        work: dict[str, Callable[[], Awaitable[object]]] = {
             CACHES_HOOK: self.factory.start_caches,
             APIEXTENSIONS_HOOK: lambda: self._start(self.crd_controller.run()),
             CRD_SYNCED_HOOK: self.crd_controller.sync_existing,
@@ -600,7 +600,7 @@ async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
                         tasks=len(still))
 
 
-async def _retrying(work, what: str) -> None:
+async def _retrying(work: Callable[[], Awaitable[None]], what: str) -> None:
     """Run start-up ``work`` until it succeeds (the store may still be settling)."""
     delay = 0.2
     while True:

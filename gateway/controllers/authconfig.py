@@ -31,6 +31,7 @@ from gateway.auth.rbac.bootstrap import AUTH_CONFIGMAP
 from gateway.options import ServeOptions
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
+from gateway.storage.interface import Object
 
 log = structlog.get_logger(__name__)
 NAMESPACE = "kube-system"
@@ -159,10 +160,14 @@ class AuthenticationInfoController:
             return
         data = auth_configmap_data(self.options, client_ca, front_ca, current.get("data"))
         if current.get("data") != data:
-            await self.configmaps.patch(
-                NAMESPACE, AUTH_CONFIGMAP,
-                lambda cur: {**cur, "data": auth_configmap_data(
-                    self.options, client_ca, front_ca, cur.get("data"))}, write)
+
+            def refreshed(cur: Object | None) -> Object:
+                # a patch that may not create: a missing object is the store's 404
+                assert cur is not None
+                return {**cur, "data": auth_configmap_data(self.options, client_ca, front_ca,
+                                                           cur.get("data"))}
+
+            await self.configmaps.patch(NAMESPACE, AUTH_CONFIGMAP, refreshed, write)
             log.info("updated the extension apiserver authentication ConfigMap")
 
     async def run(self) -> None:

@@ -39,7 +39,7 @@ from gateway.apis.flowcontrol.resources import default_priority_level, semantic
 from gateway.registry.follow import follow
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
-from gateway.storage.interface import Object
+from gateway.storage.interface import Object, WatchEvent
 
 log = structlog.get_logger(__name__)
 MANAGER = "api-priority-and-fairness-config-producer-v1"
@@ -223,7 +223,7 @@ class FlowControlConfig:
             worker.cancel()
             ticker.cancel()
 
-    async def _on_event(self, event) -> None:
+    async def _on_event(self, event: WatchEvent) -> None:
         self._dirty.set()
 
     async def _tick(self) -> None:

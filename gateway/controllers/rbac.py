@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+from collections.abc import Callable
 
 import structlog
 
@@ -22,7 +23,7 @@ from gateway.auth.rbac import bootstrap
 from gateway.registry.follow import follow
 from gateway.registry.store import RESTStore, WriteOptions
 from gateway.storage.errors import StorageError
-from gateway.storage.interface import EventType, Object
+from gateway.storage.interface import EventType, Object, WatchEvent
 
 log = structlog.get_logger(__name__)
 MANAGER = "kube-apiserver"
@@ -57,6 +58,17 @@ def _reconciled(current: Object, wanted: Object) -> Object | None:
     return None if new == current else new
 
 
+def reconciling(wanted: Object) -> Callable[[Object | None], Object]:
+    """The patch that gives an object what it lost of ``wanted``."""
+
+    def patch(current: Object | None) -> Object:
+        # a patch that may not create: a missing object is the store's 404, never None here
+        assert current is not None
+        return _reconciled(current, wanted) or current
+
+    return patch
+
+
 class PolicyController:
     def __init__(self, stores: dict[str, RESTStore]) -> None:
         self.stores = stores  # by kind: ClusterRole, ClusterRoleBinding, Role, RoleBinding
@@ -81,8 +93,7 @@ class PolicyController:
             log.info("created bootstrap RBAC object", kind=wanted["kind"], name=name)
             return
         if _reconciled(current, wanted) is not None:
-            await store.patch(namespace, name, lambda cur: _reconciled(cur, wanted) or cur,
-                              options)
+            await store.patch(namespace, name, reconciling(wanted), options)
             log.info("reconciled bootstrap RBAC object", kind=wanted["kind"], name=name)
 
     async def run(self) -> None:
@@ -95,7 +106,7 @@ class PolicyController:
                  for o in self.policy if o["kind"] == kind}
         await follow(store, lambda event: self._on_event(event, names), who="RBAC controller")
 
-    async def _on_event(self, event, names: dict) -> None:
+    async def _on_event(self, event: WatchEvent, names: dict) -> None:
         if event.type != EventType.DELETED or event.object is None:
             return
         meta = event.object.get("metadata", {})
@@ -127,7 +138,7 @@ class AggregationController:
         finally:
             worker.cancel()
 
-    async def _on_event(self, event) -> None:
+    async def _on_event(self, event: WatchEvent) -> None:
         self._dirty.set()
 
     async def _work(self) -> None:
