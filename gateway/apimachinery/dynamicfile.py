@@ -56,16 +56,17 @@ class FileContent(Generic[T]):
         self.name = name
         self.paths = tuple(paths)
         self._parse = parse
-        self._errors = (ValueError, TypeError, *errors)
+        self._errors: tuple[type[BaseException], ...] = (ValueError, TypeError, *errors)
         self._listeners: list[Callable[[T], None]] = []
         #: how many times the content changed since start
         self.generation = 0
         #: the status and bytes of the last change that did not load (not read again)
         self._refused: tuple[Stamp, list[bytes]] | None = None
+        failures: tuple[type[BaseException], ...] = (OSError, *self._errors)
         try:
             stamp, raw = self._read()
             value = parse(raw)
-        except (OSError, *self._errors) as err:
+        except failures as err:
             raise FileContentError(f"{name}: {_describe(err)}") from None
         self.stamp = stamp
         self.raw = raw

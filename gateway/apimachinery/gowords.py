@@ -70,13 +70,23 @@ _MAX = 1 << 63
 
 def _time_quote(text: str) -> str:
     """The time package's own quoting: non-ASCII and control bytes as \\x escapes."""
-    out = []
+    out: list[str] = []
     for char in text:
         if ord(char) < 0x20 or ord(char) >= 0x80:
             out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
         else:
             out.append("\\" + char if char in '"\\' else char)
     return '"' + "".join(out) + '"'
+
+
+_LEADING_DIGITS = re.compile(r"[0-9]*")  # not _DIGITS: parse_int's needs one digit at least
+
+
+def _leading_digits(text: str) -> str:
+    """The ASCII digits ``text`` begins with (maybe none)."""
+    match = _LEADING_DIGITS.match(text)
+    assert match is not None  # [0-9]* matches every text, with "" at least
+    return match.group()
 
 
 def _number_char(char: str) -> bool:
@@ -97,11 +107,11 @@ def parse_duration(text: str) -> float:
     while rest:
         if not _number_char(rest[0]):
             raise invalid
-        whole = re.match(r"[0-9]*", rest).group()
+        whole = _leading_digits(rest)
         rest = rest[len(whole):]
         fraction = ""
         if rest[:1] == ".":
-            fraction = re.match(r"[0-9]*", rest[1:]).group()
+            fraction = _leading_digits(rest[1:])
             rest = rest[1 + len(fraction):]
         if not whole and not fraction:
             raise invalid

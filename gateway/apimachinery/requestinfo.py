@@ -58,7 +58,7 @@ def _split(path: str) -> list[str]:
 
 def _query_flag(query: dict[str, list[str]], name: str) -> bool:
     values = query.get(name)
-    return bool(values) and values[0].lower() not in ("false", "0")
+    return bool(values and values[0].lower() not in ("false", "0"))
 
 
 def _field_selector_name(query: dict[str, list[str]]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -224,7 +225,8 @@ class ResourceEndpoints:
             events = ConvertedEvents(events, version.from_storage_many)
         return await stream(request, events, encoder, timeout, self.stopping)
 
-    def _watch_transform(self, media: MediaType, include: str):
+    def _watch_transform(self, media: MediaType,
+                         include: str) -> Callable[[dict, bool], dict] | None:
         if media.transform == "Table":
             columns = self.resource.columns
 

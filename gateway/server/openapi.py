@@ -21,6 +21,7 @@ merged in; this module describes and serves what the gateway itself serves.
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import hashlib
 import json
@@ -186,7 +187,7 @@ class OpenAPI:
         """The /openapi/v3 index entries: group version path → its serverRelativeURL."""
         paths = {}
         for gv, resources in self._by_group_version().items():
-            _, digest = self._document(f"v3/{gv}", lambda r=resources: v3_document(r))
+            _, digest = self._document(f"v3/{gv}", functools.partial(v3_document, resources))
             paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={digest}"}
         return paths
 
@@ -518,6 +519,11 @@ _V2_POOL.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
 _V2_POOL.Add(_v2_file())
 
 
+#: A message of gnostic's OpenAPI v2 types: its class is made at run time from the descriptor
+#: above (v2_message), so its fields are not known to the type checker.
+V2Message = Any
+
+
 def v2_message(name: str) -> type[Message]:
     """The message class of ``openapi.v2.<name>`` (gnostic's type of that name)."""
     return message_factory.GetMessageClass(
@@ -559,7 +565,7 @@ def _yaml_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False) + "\n"
 
 
-def _fill(message: Message, name: str, value: Any) -> None:
+def _fill(message: V2Message, name: str, value: Any) -> None:
     """Set ``message`` (of type ``openapi.v2.<name>``) from the JSON ``value``."""
     special = _V2_SPECIAL.get(name)
     if special is not None:
@@ -581,7 +587,7 @@ def _fill(message: Message, name: str, value: Any) -> None:
             _set(message, spec, item)
 
 
-def _set(message: Message, spec: tuple[str, str, bool], value: Any) -> None:
+def _set(message: V2Message, spec: tuple[str, str, bool], value: Any) -> None:
     field, kind, repeated = spec
     if repeated:
         if not isinstance(value, list):
@@ -614,7 +620,7 @@ def _scalar_ok(kind: str, value: Any) -> bool:
     return isinstance(value, float) or (isinstance(value, int) and abs(value) < 2**1000)
 
 
-def _extension(message: Message, key: str, value: Any) -> None:
+def _extension(message: V2Message, key: str, value: Any) -> None:
     entry = message.vendor_extension.add(name=key)
     entry.value.yaml = _yaml_text(value)
 
@@ -629,30 +635,30 @@ def _fill_entries(entries: Any, kind: str, value: dict[str, Any]) -> None:
             _fill(entry.value, kind, item)
 
 
-def _type_item(message: Message, value: Any) -> None:
+def _type_item(message: V2Message, value: Any) -> None:
     _set(message, ("value", _STRING, True), [value] if isinstance(value, str) else value)
 
 
-def _items_item(message: Message, value: Any) -> None:
+def _items_item(message: V2Message, value: Any) -> None:
     _set(message, ("schema", "Schema", True), [value] if isinstance(value, dict) else value)
 
 
-def _additional_properties(message: Message, value: Any) -> None:
+def _additional_properties(message: V2Message, value: Any) -> None:
     if isinstance(value, bool):
         message.boolean = value
     elif isinstance(value, dict):
         _set(message, ("schema", "Schema", False), value)
 
 
-def _schema_item(message: Message, value: Any) -> None:
+def _schema_item(message: V2Message, value: Any) -> None:
     if isinstance(value, dict):
         field = "file_schema" if value.get("type") == "file" else "schema"
         _set(message, (field, "FileSchema" if field == "file_schema" else "Schema", False),
              value)
 
 
-def _reference_or(field: str, kind: str) -> Callable[[Message, Any], None]:
-    def fill(message: Message, value: Any) -> None:
+def _reference_or(field: str, kind: str) -> Callable[[V2Message, Any], None]:
+    def fill(message: V2Message, value: Any) -> None:
         if not isinstance(value, dict):
             return
         if _is_ref(value):
@@ -662,7 +668,7 @@ def _reference_or(field: str, kind: str) -> Callable[[Message, Any], None]:
     return fill
 
 
-def _parameter(message: Message, value: Any) -> None:
+def _parameter(message: V2Message, value: Any) -> None:
     if not isinstance(value, dict):
         return
     if value.get("in") == "body":
@@ -671,12 +677,12 @@ def _parameter(message: Message, value: Any) -> None:
         _set(message, ("non_body_parameter", "NonBodyParameter", False), value)
 
 
-def _non_body_parameter(message: Message, value: Any) -> None:
+def _non_body_parameter(message: V2Message, value: Any) -> None:
     field = _NON_BODY[value["in"]]
     _set(message, (field, _V2_TYPE_OF[("NonBodyParameter", field)], False), value)
 
 
-def _security_definition(message: Message, value: Any) -> None:
+def _security_definition(message: V2Message, value: Any) -> None:
     if not isinstance(value, dict):
         return
     kind = value.get("type")
@@ -686,18 +692,18 @@ def _security_definition(message: Message, value: Any) -> None:
         _set(message, (field, _V2_TYPE_OF[("SecurityDefinitionsItem", field)], False), value)
 
 
-def _string_array(message: Message, value: Any) -> None:
+def _string_array(message: V2Message, value: Any) -> None:
     _set(message, ("value", _STRING, True), value)
 
 
-def _any(message: Message, value: Any) -> None:
+def _any(message: V2Message, value: Any) -> None:
     message.yaml = _yaml_text(value)
 
 
-def _keyed(field: str, kind: str, prefix: str | None) -> Callable[[Message, Any], None]:
+def _keyed(field: str, kind: str, prefix: str | None) -> Callable[[V2Message, Any], None]:
     """Paths and Responses: ``x-`` keys are extensions, the others (those starting with
     ``prefix``, when given) named entries."""
-    def fill(message: Message, value: Any) -> None:
+    def fill(message: V2Message, value: Any) -> None:
         if not isinstance(value, dict):
             return
         for key, item in value.items():
@@ -710,7 +716,7 @@ def _keyed(field: str, kind: str, prefix: str | None) -> Callable[[Message, Any]
 
 _V2_TYPE_OF = {(name, field): kind.lstrip("*?") for name, fields in _V2_MESSAGES.items()
                for field, kind in fields}
-_V2_SPECIAL: dict[str, Callable[[Message, Any], None]] = {
+_V2_SPECIAL: dict[str, Callable[[V2Message, Any], None]] = {
     "TypeItem": _type_item,
     "ItemsItem": _items_item,
     "AdditionalPropertiesItem": _additional_properties,

@@ -28,6 +28,7 @@ import time
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -632,7 +633,7 @@ class Cacher:
     async def get(self, key: str) -> Object:
         return await self.storage.get(key)
 
-    async def list(self, prefix: str, **kwargs) -> ListResult:
+    async def list(self, prefix: str, **kwargs: Any) -> ListResult:
         return await self.storage.list(prefix, **kwargs)
 
     async def _applied(self, revision: int) -> None:

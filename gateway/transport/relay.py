@@ -51,8 +51,9 @@ class Connection:
     def usable(self) -> bool:
         """Open, at rest, nothing unread (asyncio's StreamReader state read directly)."""
         reader = self.reader
-        return not (self.writer.is_closing() or reader._eof or reader._exception is not None
-                    or reader._buffer)
+        return not (self.writer.is_closing() or reader.at_eof() or reader.exception() is not None
+                    # unread bytes: asyncio has no public way to look without reading
+                    or reader._buffer)  # type: ignore[attr-defined]
 
     def close(self) -> None:
         self.writer.close()
