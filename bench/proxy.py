@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import os
 import re
@@ -42,7 +43,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from contextlib import (
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+    redirect_stdout,
+    suppress,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -672,6 +679,9 @@ async def main() -> int:
                              "--connections (collapsed stacks, for flamegraph.pl or speedscope)")
     parser.add_argument("--profile-native", action="store_true",
                         help="with --profile: native frames too (OpenSSL, the event loop)")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report into docs/performance.md (the run before "
+                             "it kept as the previous run)")
     args = parser.parse_args()
     missing = [tool for tool in ("nginx", "wrk") if shutil.which(tool) is None]
     if missing:
@@ -721,8 +731,27 @@ async def main() -> int:
                     rounds[key] += one.extra["parts"]
     loadavg.append(Path("/proc/loadavg").read_text().split()[:3])
     opened = {key: summarize(parts) for key, parts in rounds.items()}
-    report(args, closed, opened, rounds, peak, rate, server_cpu, load, loadavg)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        report(args, closed, opened, rounds, peak, rate, server_cpu, load, loadavg)
+    print(printed.getvalue(), end="")
+    if args.docs:
+        write_docs(printed.getvalue())
     return 0
+
+
+def write_docs(printed: str) -> None:
+    """The report as docs/performance.md's latest proxy run; the latest before it becomes the
+    previous one."""
+    from bench import report as docs
+
+    previous = docs.read_block(docs.DOCS, "proxy latest")
+    if previous is not None:
+        docs.write_block(docs.DOCS, "proxy previous", previous.replace(
+            "### Latest run", "### The run before", 1))
+    docs.write_block(docs.DOCS, "proxy latest", (
+        f"### Latest run\n\nRun: {docs.machine_line(docs.machine())}.\n\n"
+        f"```\n{printed.rstrip()}\n```"))
 
 
 LABELS = {"a": "(a) backend directly", "b": "(b) nginx mTLS proxy", "c": "(c) gateway",
