@@ -19,7 +19,13 @@ from aiohttp import web
 from orjson import OPT_SORT_KEYS, dumps
 
 from gateway.apimachinery import status
-from gateway.apimachinery.gowords import go_print, go_quote, json_kind, json_patch_shape_error
+from gateway.apimachinery.gowords import (
+    TYPE_META_STRUCT,
+    go_print,
+    go_quote,
+    json_kind,
+    json_patch_shape_error,
+)
 from gateway.apimachinery.objects import copy_object
 from gateway.apimachinery.strictjson import (
     Findings,
@@ -29,7 +35,6 @@ from gateway.apimachinery.strictjson import (
     yaml_load,
 )
 from gateway.endpoints.request import (
-    TYPE_META_STRUCT,
     JSONError,
     load_json,
     yaml_syntax_error,

@@ -49,7 +49,7 @@ _SSL_VERIFY_PEER = 0x01
 _VERIFY_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 
 
-@_VERIFY_CALLBACK
+@_VERIFY_CALLBACK  # type: ignore[untyped-decorator]  # ctypes makes a C callback of it
 def _accept_any(preverify_ok: int, store: int) -> int:
     return 1
 
