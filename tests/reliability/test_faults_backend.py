@@ -395,8 +395,10 @@ def test_a_backend_that_never_answers(served: Aggregated, namespace: str) -> Non
     for caller in calling.callers:
         if caller.timeout_param:
             assert kinds[(caller.name, "timeout")] >= 2, (caller.name, kinds)
+    # (a request met its deadline only where the APIService was available when it came, so
+    # the lane took it; other answers may come from either side as availability flips)
     lane_answers = [a for a in calling.answers() if a.caller.startswith("lane")]
-    assert sum(1 for a in lane_answers if a.kind() != "unavailable") <= lane_taken <= \
+    assert sum(1 for a in lane_answers if a.kind() == "timeout") <= lane_taken <= \
         len(lane_answers), (lane_taken, Counter(a.kind() for a in lane_answers))
     # no pile-up: a request that met its deadline let go of its connection
     assert during <= before + len(calling.callers) + 5, (before, during, waited)
