@@ -13,8 +13,8 @@ exactly what a manifest (the chart's, the kind example's) gives it:
 - the container ports published on 127.0.0.1 (free ports), since the container has a network
   namespace of its own.
 
-Secrets and ConfigMaps come from the rendered objects, or from ``cluster`` for those a release
-expects to exist already (an existingSecret).
+The files of Secrets and ConfigMaps come from ``objects``: the rendered ones (``objects_of``)
+and those a release expects to exist already (an existingSecret), as the caller gives them.
 """
 
 from __future__ import annotations

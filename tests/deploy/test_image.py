@@ -87,10 +87,11 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Images:
     podman.require()
     logs = tmp_path_factory.mktemp("image-builds")
     gateway = podman.build(DOCKERFILE, GATEWAY_TAG, log=logs / "gateway.log",
-                           build_args={"PYTHON_IMAGE": podman.BASE_IMAGE})
+                           build_args={"PYTHON_IMAGE": podman.BASE_IMAGE},
+                           keep_stages=("builder",))
     wardle = podman.build(EXAMPLE_DOCKERFILE, WARDLE_TAG, log=logs / "wardle.log",
                           build_args={"GATEWAY_IMAGE": GATEWAY_TAG})
-    podman.remove_images(wardle.replaced, gateway.replaced)
+    podman.remove_chains(*wardle.replaced, *gateway.replaced)
     return Images(gateway, wardle)
 
 

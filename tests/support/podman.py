@@ -2,8 +2,9 @@
 
 Images are built on a local stand-in for the Python base image, made by the shared
 ``container-base.sh`` (Debian bookworm's Python from debootstrap: no image registry is needed,
-only Debian's and PyPI's servers). podman's image store keeps the base, the layers and pip's
-cache mount between runs on one machine, so only the first build is slow.
+only Debian's and PyPI's servers). podman keeps the base, the layers and pip's cache mount
+between runs on one machine, so only the first build is slow, and an image whose inputs have
+not changed is not built again at all.
 
 The flags are the ones that machine needs (the script's header says why): runc as the runtime,
 rlimits within the host's, the host's network for the build's downloads. Containers get a
@@ -26,7 +27,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.buildcontext import context_files
@@ -83,6 +84,8 @@ def require() -> None:
         if not shutil.which("podman") or subprocess.run(
                 ["podman", "image", "exists", BASE_IMAGE], capture_output=True).returncode != 0:
             make_base()
+    if not shutil.which("slirp4netns"):  # podman recommends it; a bare install may lack it
+        apt_install("slirp4netns")
     for tool in ("podman", "runc", "slirp4netns"):
         if not shutil.which(tool):
             raise PodmanUnusable(f"{tool} is not installed: apt-get install -y {tool}")
@@ -90,6 +93,16 @@ def require() -> None:
                    timeout=120)
     if probe.returncode != 0:
         raise PodmanUnusable(f"podman cannot run a container here:\n{probe.stderr[-2000:]}")
+
+
+def apt_install(*packages: str) -> None:
+    """apt-get install, as the shared base script installs its tools; PodmanUnusable when it
+    fails."""
+    result = subprocess.run(["sh", "-c", "apt-get update -qq && apt-get install -y -qq " +
+                             " ".join(packages)], capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise PodmanUnusable(f"apt-get install {' '.join(packages)} failed:\n"
+                             f"{result.stderr[-2000:]}")
 
 
 def make_base() -> None:
@@ -129,7 +142,8 @@ class Build:
     tag: str
     id: str
     seconds: float
-    replaced: str | None  # the tag's previous image, when this build made a new one
+    #: the images this build untagged (the tag's, and kept stages'), to remove_chains() later
+    replaced: list[str] = field(default_factory=list)
     current: bool = False  # the tag already held an image of the same inputs: no build ran
 
 
@@ -139,8 +153,9 @@ INPUTS_LABEL = "org.gateway.tests.build-inputs"
 
 def inputs_digest(dockerfile: Path, build_args: dict[str, str], labels: dict[str, str]
                   ) -> str:
-    """A digest of a build's inputs: the Dockerfile, the arguments (with the ID of an image an
-    argument names, such as the base), the labels, and every file of the build context."""
+    """A digest of a build's inputs: the Dockerfile, the arguments (with the ID of the local
+    image an argument names, such as the base), the labels, and every file of the build
+    context."""
     digest = hashlib.sha256(dockerfile.read_bytes())
     for key, value in sorted(build_args.items()) + sorted(labels.items()):
         digest.update(f"\0{key}={value}={image_id(value) if '/' in value else ''}".encode())
@@ -152,43 +167,72 @@ def inputs_digest(dockerfile: Path, build_args: dict[str, str], labels: dict[str
     return digest.hexdigest()
 
 
+def stage_tag(tag: str, stage: str) -> str:
+    """Where a kept stage of ``tag``'s build is tagged: repo-stage:version."""
+    repository, _, version = tag.rpartition(":")
+    return f"{repository}-{stage}:{version}"
+
+
 def build(dockerfile: Path, tag: str, *, build_args: dict[str, str] | None = None,
-          labels: dict[str, str] | None = None, log: Path | None = None,
-          timeout: float = 1800) -> Build:
+          labels: dict[str, str] | None = None, keep_stages: tuple[str, ...] = (),
+          log: Path | None = None, timeout: float = 1800) -> Build:
     """The image ``tag`` of ``dockerfile`` (the repository root as context): found current
     when its inputs have not changed since it was built, otherwise ``podman build`` in
     docker format (OCI images drop HEALTHCHECK) with the layer cache. RuntimeError with the
-    end of the build's output when it fails. ``labels`` are set on the image whatever the
-    cache holds (a Dockerfile LABEL made from a build argument is not: buildah reuses the
-    cached step when only the argument changed)."""
+    end of the build's output when it fails.
+
+    ``labels`` are set on the image whatever the cache holds (a Dockerfile LABEL made from a
+    build argument is not: buildah reuses the cached step when only the argument changed).
+    ``keep_stages`` are built and tagged first (``stage_tag``): a builder stage the final
+    image does not descend from is then a chain of its own that remove_chains() can clean."""
     build_args, labels = dict(build_args or {}), dict(labels or {})
+    args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+    output = ""
     with machine_lock():
         inputs = inputs_digest(dockerfile, build_args, labels)
         before = image_id(tag)
         if before and inspect_image(tag).get("Labels", {}).get(INPUTS_LABEL) == inputs:
-            return Build(tag, before, 0.0, None, current=True)
-        args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
-        args += [f"--label={k}={v}" for k, v in {**labels, INPUTS_LABEL: inputs}.items()]
+            return Build(tag, before, 0.0, current=True)
         started = time.monotonic()
-        result = podman("build", "--format=docker", "--layers", "--network=host",
-                        *ULIMITS, *args, "-f", str(dockerfile), "-t", tag, str(ROOT),
-                        timeout=timeout, check=False)
+        replaced = []
+        targets = [(["--target", stage], stage_tag(tag, stage)) for stage in keep_stages]
+        finals = [f"--label={k}={v}" for k, v in {**labels, INPUTS_LABEL: inputs}.items()]
+        for target, name in [*targets, (finals, tag)]:
+            old = image_id(name)
+            result = podman("build", "--format=docker", "--layers", "--network=host", *ULIMITS,
+                            *args, *target, "-f", str(dockerfile), "-t", name, str(ROOT),
+                            timeout=timeout, check=False)
+            output += result.stdout + result.stderr
+            if log is not None:
+                log.write_text(output)
+            if result.returncode != 0:
+                raise RuntimeError(f"podman build -f {dockerfile.relative_to(ROOT)} -t {name} "
+                                   f"failed ({result.returncode}):\n{output[-6000:]}")
+            if old not in (None, image_id(name)):
+                replaced.append(old)
         seconds = time.monotonic() - started
-    if log is not None:
-        log.write_text(result.stdout + result.stderr)
-    if result.returncode != 0:
-        raise RuntimeError(f"podman build -f {dockerfile.relative_to(ROOT)} failed "
-                           f"({result.returncode}):\n{(result.stdout + result.stderr)[-6000:]}")
     after = image_id(tag)
     assert after, f"the build left no image tagged {tag}"
-    return Build(tag, after, seconds, before if before not in (None, after) else None)
+    return Build(tag, after, seconds, replaced)
 
 
-def remove_images(*ids: str | None) -> None:
-    """Best effort: the images a rebuild replaced (one still in use stays), so repeated runs
-    do not pile up old images."""
-    for found in filter(None, ids):
-        podman("rmi", found, check=False)
+def remove_chains(*images: str) -> None:
+    """Best effort: each image a rebuild replaced and its untagged ancestors that no other
+    image builds on (the old build's own layers), so repeated builds do not pile up.
+    podman refuses to remove an image another one builds on or a container uses, which ends
+    the walk where the old build shares layers with the new one."""
+    for image in images:
+        current: str | None = image
+        while current:
+            found = podman("image", "inspect", current, check=False)
+            if found.returncode != 0:
+                break
+            info = json.loads(found.stdout)[0]
+            if current != image and info.get("RepoTags"):
+                break
+            if podman("rmi", current, check=False).returncode != 0:
+                break
+            current = info.get("Parent") or None
 
 
 class Container:
