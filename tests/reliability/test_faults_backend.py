@@ -405,7 +405,12 @@ def test_a_backend_that_never_answers(served: Aggregated, namespace: str) -> Non
     # the rest of the API did not notice, and the proxy is back
     assert s["errors"] == 0, report.describe()
     report.assert_intact()
-    assert all(a.kind() == "ok" for a in after), Counter(a.kind() for a in after)
+    # (a half-second deadline may still be missed now and then on a busy machine, as the
+    # backend works through the connections the kernel queued for it while it was stopped)
+    settled = Counter((a.caller, a.kind()) for a in after)
+    for (caller, kind), _ in settled.items():
+        assert kind == "ok" or (kind == "timeout" and deadline[caller] < 1), settled
+    assert all(settled[(c.name, "ok")] for c in calling.callers), settled
 
 
 def test_a_backend_killed_mid_watch(served: Aggregated, namespace: str) -> None:
