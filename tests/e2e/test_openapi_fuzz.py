@@ -89,19 +89,19 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         failed = [name for name, outcome in done.items() if outcome.returncode != 0]
         reliability.record(
             item="4", load=f"schemathesis, {options['examples']} cases per operation, "
-            f"seed {options['seed']}, OpenAPI v2 and v3 side by side", fault="hostile input",
+            "OpenAPI v2 and v3 side by side", fault="hostile input",
             outcome=f"failures in {failed}" if failed else "every answer kube's kind",
             requests=sum(statuses.values()),
             operations={name: outcome.operations for name, outcome in done.items()},
             statuses={str(code): count for code, count in sorted(statuses.items())},
             seconds=round(max(outcome.seconds for outcome in done.values()), 1),
-            cpu_seconds=cpu)
+            cpu_seconds=cpu, seeds={name: outcome.seed for name, outcome in done.items()})
         yield gw, done
 
 
 def _judge(gw: GatewayProcess, outcome: fuzz.Outcome) -> None:
-    print(f"schemathesis sent {sum(outcome.statuses.values())} requests on "
-          f"{outcome.operations} operations in {outcome.seconds:.0f} s; statuses "
+    print(f"schemathesis (seed {outcome.seed}) sent {sum(outcome.statuses.values())} requests "
+          f"on {outcome.operations} operations in {outcome.seconds:.0f} s; statuses "
           f"{dict(sorted(outcome.statuses.items()))}")  # shown with -rP
     failures = outcome.output[outcome.output.find("FAILURES"):] if "FAILURES" in \
         outcome.output else outcome.output[-6000:]

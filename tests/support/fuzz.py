@@ -217,7 +217,7 @@ def map_case(context: Any, case: Any) -> Any:
 def kube_answers(ctx: Any, response: Any, case: Any) -> bool | None:
     """Errors are Statuses (or kube's own plain text); 5xx only where kube answers one."""
     code = response.status_code
-    _count(code, case)
+    _count(code, case, response.content or b"")
     if code < 400 or case.method.upper() == "HEAD":
         return None
     body = response.content or b""
@@ -245,12 +245,15 @@ def kube_answers(ctx: Any, response: Any, case: Any) -> bool | None:
 STATUS_LOG_ENV = "GATEWAY_FUZZ_STATUS_LOG"
 
 
-def _count(code: int, case: Any) -> None:
-    """One line per response: its status code, the method and the operation's path."""
+def _count(code: int, case: Any, body: bytes) -> None:
+    """One line per response: its status code, the method and the operation's path, and for
+    a 5xx the start of its body (which of kube's own it was)."""
     path = os.environ.get(STATUS_LOG_ENV)
     if path:
+        said = "\t" + body[:200].decode("utf-8", "replace").replace("\n", " ") \
+            if code >= 500 else ""
         with _lock, open(path, "a") as log:
-            log.write(f"{code} {case.method.upper()} {case.operation.path}\n")
+            log.write(f"{code} {case.method.upper()} {case.operation.path}{said}\n")
 
 
 # -- running it -----------------------------------------------------------------------------------
@@ -266,6 +269,8 @@ class Outcome:
     statuses: Counter[int]
     output: str
     seconds: float
+    #: The seed the run used (its own when none was given), to run the same cases again.
+    seed: int | None = None
 
 
 def merged_v3(fetch: Any) -> dict[str, Any]:
@@ -343,4 +348,4 @@ class Run:
             statuses.update(int(line.split()[0]) for line in lines)
         return Outcome(returncode, (report.get("test_cases") or {}).get("generated", 0),
                        (report.get("operations") or {}).get("tested", 0), statuses, output,
-                       seconds)
+                       seconds, report.get("seed"))
