@@ -186,7 +186,9 @@ def _one_thread_at_a_time(describe: Any) -> Any:
     return described
 
 
-lambda_sources._lambda_description = _one_thread_at_a_time(lambda_sources._lambda_description)
+if hasattr(lambda_sources, "_lambda_description"):  # a private name: gone in another version
+    lambda_sources._lambda_description = _one_thread_at_a_time(
+        lambda_sources._lambda_description)
 _lock = threading.Lock()
 _cases_of: dict[tuple[str, str], Iterator[int]] = {}
 
