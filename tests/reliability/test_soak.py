@@ -20,7 +20,13 @@ at least 40 s, in a shorter one: 40 s of the CI's 100):
 - (not a check: operations the open-loop schedule could not start on time, 64 being still in
   flight, are recorded; a shared machine does not keep the capacity measured at the start);
 - the gateway's resident memory grew by less than 10 % from the end of the warm-up to the end
-  (medians of the samples over 15 s at each end);
+  (medians of the samples over 15 s at each end). In CI, by less than 25 % from 40 s: under
+  this load the gateway's memory rises for its first minutes (its buffers for 200 watches,
+  and the allocator's pools around them, reach their high-water mark: the busier the machine,
+  the later) and then stays flat, which only the long form sees; the short form guards
+  against a gross leak. Measured here: +0 to +14 % in 100-120 s runs, +26 % over 200 s at
+  a load average of 14 (the gc-tracked objects grew by 10 % meanwhile: the growth is buffers,
+  not objects), and flat after its first minutes in the long run (docs/reliability.md);
 - p99 latency is flat: the last window's p99 is at most three times the first window's plus
   250 ms (windows of 10 minutes in the long form, 25 s in CI). The margin is for a shared
   machine: on the 2 cores where this was written, other suites' load (load average 10 to 23)
@@ -147,17 +153,17 @@ def terminated_watchers(gateway: GatewayProcess, resource: str = "") -> float:
                if line.startswith(name))
 
 
-def phases(seconds: float) -> tuple[float, float]:
-    """(warm-up, p99 window) for a run of ``seconds``."""
+def phases(seconds: float) -> tuple[float, float, float]:
+    """(warm-up, p99 window, memory growth allowed in %) for a run of ``seconds``."""
     if seconds >= 1200:
-        return 300.0, 600.0
-    return max(40.0, seconds / 3), min(30.0, seconds / 4)
+        return 300.0, 600.0, 10.0
+    return max(40.0, seconds / 3), min(30.0, seconds / 4), 25.0
 
 
 def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
     """The mix at 80 % of the capacity measured first, checked as the module says."""
     seconds = soak_seconds(LONG_SECONDS if long_form() else CI_SECONDS)
-    warmup, window = phases(seconds)
+    warmup, window, growth = phases(seconds)
     gateway = deployed.gateway
     assert gateway.proc is not None
     soak = Soak(Replica.of(gateway), gateway.proc.pid, make_namespace(gateway, "soak"),
@@ -173,7 +179,7 @@ def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
     p99_bound = 3 * summary["p99_first_ms"] + 250
     ok = (not result.error_count and not result.watch_errors and not result.watch_behind
           and not result.watch_early_ends and not terminated
-          and summary["rss_growth_pct"] < 10 and summary["p99_last_ms"] <= p99_bound)
+          and summary["rss_growth_pct"] < growth and summary["p99_last_ms"] <= p99_bound)
     record(item="5", fault="none",
            load=(f"{WATCHES} watches; creates (each deleting the oldest of 300), updates, "
                  f"lists, proxied GETs at 80 % of a measured {capacity:.0f} ops/s = "
@@ -197,7 +203,7 @@ def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
     assert not result.watch_errors and not result.watch_early_ends, detail
     assert not result.watch_behind, detail
     assert not terminated, f"{terminated} watchers cut off under a load they keep up with"
-    assert summary["rss_growth_pct"] < 10, detail
+    assert summary["rss_growth_pct"] < growth, detail
     assert summary["p99_last_ms"] <= p99_bound, detail
 
 
