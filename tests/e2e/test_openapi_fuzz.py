@@ -21,7 +21,6 @@ import json
 import os
 import resource
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,32 +58,31 @@ def _process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
-        tuple[GatewayProcess, dict[str, fuzz.Outcome]]]:
-    """One gateway, with ``fuzz.SEEDED`` applied, fuzzed from both documents at once."""
-    workdir = tmp_path_factory.mktemp("fuzz")
-    with GatewayProcess(workdir) as gw:
+def test_openapi_v2_and_every_v3_group_version(tmp_path: Path) -> None:
+    """One gateway, with ``fuzz.SEEDED`` applied, fuzzed from both documents at once. One
+    test, not one per document: under xdist two tests could land on two workers, and each
+    would fuzz both."""
+    with GatewayProcess(tmp_path) as gw:
         gw.kubectl("apply", "-f", "-", input=fuzz.SEEDED)
         v3 = fuzz.merged_v3(lambda path: _fetch(gw, path))
         groups = {path.split("/")[2] for path in v3["paths"] if path.startswith("/apis/")}
         assert {"rbac.authorization.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io",
                 "admissionregistration.k8s.io", "coordination.k8s.io"} <= groups, groups
-        (workdir / "openapi-v3.json").write_text(json.dumps(v3))
+        (tmp_path / "openapi-v3.json").write_text(json.dumps(v3))
         options = {"examples": int(os.environ.get("GATEWAY_FUZZ_EXAMPLES") or EXAMPLES),
                    "seed": _seed(),
                    "phases": os.environ.get("GATEWAY_FUZZ_PHASES", "examples,fuzzing")}
         before = _cpu_seconds(resource.RUSAGE_CHILDREN)
-        runs = {"v2": fuzz.Run(gw.url, f"{gw.url}/openapi/v2", gw.cert_dir, workdir / "v2",
+        runs = {"v2": fuzz.Run(gw.url, f"{gw.url}/openapi/v2", gw.cert_dir, tmp_path / "v2",
                                **options),
-                "v3": fuzz.Run(gw.url, str(workdir / "openapi-v3.json"), gw.cert_dir,
-                               workdir / "v3", **options)}
+                "v3": fuzz.Run(gw.url, str(tmp_path / "openapi-v3.json"), gw.cert_dir,
+                               tmp_path / "v3", **options)}
         done = {name: run.finish() for name, run in runs.items()}
         # CPU, which says more than wall time on a shared machine: schemathesis' generation
         # takes nearly all of it, the gateway little
         cpu = {"schemathesis": round(_cpu_seconds(resource.RUSAGE_CHILDREN) - before, 1),
                "gateway": round(_process_cpu_seconds(gw.proc.pid), 1) if gw.proc else 0.0}
-        print(f"CPU seconds: {cpu}")
+        print(f"CPU seconds: {cpu}")  # shown with -rP
         statuses = sum((outcome.statuses for outcome in done.values()), Counter())
         failed = [name for name, outcome in done.items() if outcome.returncode != 0]
         reliability.record(
@@ -96,32 +94,24 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             statuses={str(code): count for code, count in sorted(statuses.items())},
             seconds=round(max(outcome.seconds for outcome in done.values()), 1),
             cpu_seconds=cpu, seeds={name: outcome.seed for name, outcome in done.items()})
-        yield gw, done
+        for name, outcome in done.items():  # shown with -rP
+            print(f"{name}: schemathesis (seed {outcome.seed}) sent "
+                  f"{sum(outcome.statuses.values())} requests on {outcome.operations} "
+                  f"operations in {outcome.seconds:.0f} s; statuses "
+                  f"{dict(sorted(outcome.statuses.items()))}")
+        for name, outcome in done.items():
+            _judge(name, outcome)
+        assert gw.request("GET", "/readyz")[0] == 200, "the gateway still serves"
+        assert "panic while serving" not in gw.log_path.read_text(errors="replace")
 
 
-def _judge(gw: GatewayProcess, outcome: fuzz.Outcome) -> None:
-    print(f"schemathesis (seed {outcome.seed}) sent {sum(outcome.statuses.values())} requests "
-          f"on {outcome.operations} operations in {outcome.seconds:.0f} s; statuses "
-          f"{dict(sorted(outcome.statuses.items()))}")  # shown with -rP
+def _judge(name: str, outcome: fuzz.Outcome) -> None:
     failures = outcome.output[outcome.output.find("FAILURES"):] if "FAILURES" in \
         outcome.output else outcome.output[-6000:]
-    assert outcome.returncode == 0, failures[:20000]
+    assert outcome.returncode == 0, f"{name}: {failures[:20000]}"
     minimum = 0 if os.environ.get("GATEWAY_FUZZ_EXAMPLES") else AT_LEAST
     assert outcome.cases >= minimum, outcome.output[-3000:]
     assert outcome.operations >= 180, outcome.output[-3000:]
-    assert gw.request("GET", "/readyz")[0] == 200, "the gateway still serves"
-    assert "panic while serving" not in gw.log_path.read_text(errors="replace")
-
-
-def test_openapi_v2(outcomes: tuple[GatewayProcess, dict[str, fuzz.Outcome]]) -> None:
-    gw, done = outcomes
-    _judge(gw, done["v2"])
-
-
-def test_openapi_v3_every_group_version(
-        outcomes: tuple[GatewayProcess, dict[str, fuzz.Outcome]]) -> None:
-    gw, done = outcomes
-    _judge(gw, done["v3"])
 
 
 def test_the_check_refuses_what_kube_would_not_answer() -> None:
