@@ -118,8 +118,9 @@ def test_openapi_v2_and_every_v3_group_version(tmp_path: Path) -> None:
 
 
 def _judge(name: str, outcome: fuzz.Outcome) -> None:
-    failures = outcome.output[outcome.output.find("FAILURES"):] if "FAILURES" in \
-        outcome.output else outcome.output[-6000:]
+    marks = [outcome.output.find(f" {mark} ") for mark in ("FAILURES", "ERRORS")]
+    found = [mark for mark in marks if mark >= 0]
+    failures = outcome.output[min(found):] if found else outcome.output[-6000:]
     assert outcome.returncode == 0, f"{name}: {failures[:20000]}"
     minimum = AT_LEAST if _examples() >= EXAMPLES else 0
     assert outcome.cases >= minimum, outcome.output[-3000:]

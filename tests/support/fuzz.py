@@ -18,6 +18,7 @@ paths and component names do not overlap). This module is also schemathesis' hoo
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -172,23 +173,27 @@ PANIC = "an error on the server has prevented the request from succeeding"
 # -- schemathesis' hooks -----------------------------------------------------------------------
 
 
-def _one_thread_at_a_time(describe: Any) -> Any:
-    """CPython 3.11 before 3.11.8 counts the AST constructor's recursion in one place for all
-    threads (gh-106905): hypothesis, describing a lambda by parsing its source, in several of
-    schemathesis' worker threads at once failed a test case now and then with "AST constructor
-    recursion depth mismatch". Its descriptions are taken one thread at a time."""
-    lock = threading.RLock()
-
-    def described(*args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return describe(*args, **kwargs)
-
-    return described
+#: CPython 3.11 before 3.11.8 counts the AST constructor's recursion in one place for all
+#: threads (gh-106905): hypothesis, parsing Python source in several of schemathesis' worker
+#: threads at once (to describe a lambda, to print an argument, to read a filter's bounds),
+#: failed a test case now and then with "AST constructor recursion depth mismatch". Parsing,
+#: and lambda descriptions (which compile a parsed lambda), go one thread at a time.
+_AST_LOCK = threading.RLock()
 
 
-if hasattr(lambda_sources, "_lambda_description"):  # a private name: gone in another version
-    lambda_sources._lambda_description = _one_thread_at_a_time(
-        lambda_sources._lambda_description)
+def _one_thread_at_a_time(work: Any) -> Any:
+    def serialized(*args: Any, **kwargs: Any) -> Any:
+        with _AST_LOCK:
+            return work(*args, **kwargs)
+
+    return serialized
+
+
+if os.environ.get("SCHEMATHESIS_HOOKS") == __name__:  # in schemathesis' process only
+    ast.parse = _one_thread_at_a_time(ast.parse)
+    if hasattr(lambda_sources, "_lambda_description"):  # a private name: may go
+        lambda_sources._lambda_description = _one_thread_at_a_time(
+            lambda_sources._lambda_description)
 _lock = threading.Lock()
 _cases_of: dict[tuple[str, str], Iterator[int]] = {}
 
