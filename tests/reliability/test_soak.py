@@ -230,10 +230,9 @@ def test_a_watcher_that_never_reads_is_cut_off(fresh: GatewayProcess) -> None:
     (counted in apiserver_terminated_watchers_total, as kube's cacher counts it) instead of
     buffering every event for it. Its cost is measured against the same writes without it:
     the gateway's memory grows with the writes either way (the cache keeps a window of the
-    latest 10,000 events), but must not grow by more than half of what was written on top
-    of that (kept, the watcher would cost all of it; cut off, its bounded buffers, about
-    3 MiB). Once the client reads at last, the stream ends cleanly, short of the
-    writes."""
+    latest 10,000 events), but must not grow by as much as was written on top of that (kept,
+    the watcher costs about twice that; cut off, its bounded buffers, about 3 MiB). Once the
+    client reads at last, the stream ends cleanly, short of the writes."""
     gateway = fresh
     namespace = make_namespace(gateway, "soak-never-reads")
     path = f"/api/v1/namespaces/{namespace}/configmaps"
@@ -286,9 +285,12 @@ def test_a_watcher_that_never_reads_is_cut_off(fresh: GatewayProcess) -> None:
                rss_growth_with_mib=round(blocked / 2**20, 1),
                rss_growth_without_mib=round(without / 2**20, 1),
                events_written_mib=round(written / 2**20, 1), terminated_watchers=cut)
-        # kept, it would cost at least what was written (every event's bytes, buffered);
-        # cut off, its bounded buffers (about 3 MiB here): half is between the two
-        assert blocked - without < written / 2, (blocked, without, written)
+        # kept, it costs about twice what was written (each event's line and its chunk
+        # buffered: +35 MiB over the baseline for these 19 MiB with the cut-off broken);
+        # cut off, its bounded buffers (about 3 MiB). The two phases' growths differ by up
+        # to 10 MiB on a busy machine with nothing else changed: the bound is what was
+        # written, between the two
+        assert blocked - without < written, (blocked, without, written)
         assert cut == 1, f"{cut} watchers cut off"
         # reading at last: what was buffered, then the end of the stream
         body = bytearray()
