@@ -100,7 +100,11 @@ def test_openapi_v2_and_every_v3_group_version(tmp_path: Path) -> None:
         reliability.record(
             item="4", load=f"schemathesis, {options['examples']} cases per operation, "
             "OpenAPI v2 and v3 side by side", fault="hostile input",
-            outcome=f"failures in {failed}" if failed else "every answer kube's kind",
+            outcome=f"{sum(statuses.values()):,} requests on "
+            f"{' + '.join(str(o.operations) for o in done.values())} operations; statuses "
+            + ", ".join(f"{code}: {count:,}" for code, count in sorted(statuses.items()))
+            + (f"; failures in {', '.join(failed)}" if failed else
+               "; every answer kube's kind, 5xx only kube's own, no hang"),
             requests=sum(statuses.values()),
             operations={name: outcome.operations for name, outcome in done.items()},
             statuses={str(code): count for code, count in sorted(statuses.items())},
