@@ -5,6 +5,7 @@
     .venv/bin/python -m tools.reliability tests/reliability/test_faults_etcd.py -k leader
     .venv/bin/python -m tools.reliability --items 1-6        # the image's tests too (podman)
     .venv/bin/python -m tools.reliability --render           # rewrite the doc, run nothing
+    .venv/bin/python -m tools.reliability --merge OTHER.json # take in another checkout's results
 
 The tests are the files under tests/ that record results (``tests.support.reliability.
 record``), selected by the issue's items they record (``item="3"``): found, not listed, so a
@@ -23,6 +24,9 @@ every test's latest result; the entry of a test that no longer exists is dropped
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -31,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +191,35 @@ def run(targets: list[str], pytest_args: list[str], long: bool) -> tuple[int, Ou
 # the data: every test's latest result per form
 # ---------------------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """The data file's read-merge-write, one run at a time (runs of subsets may end together:
+    each must add its rows to what the other wrote)."""
+    name = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    with open(Path(tempfile.gettempdir()) / f"reliability-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def merge_data(data: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """``other``'s entries taken where ``data`` has none for the test and form, or an older
+    one (by its run's date)."""
+    def when(source: dict[str, Any], entry: dict[str, Any]) -> str:
+        return str(source["runs"].get(entry["run"], {}).get("id", ""))
+
+    for key, entry in other["tests"].items():
+        mine = data["tests"].get(key)
+        if mine is None or when(other, entry) > when(data, mine):
+            data["tests"][key] = entry
+            data["runs"][entry["run"]] = other["runs"][entry["run"]]
+    used = {entry["run"] for entry in data["tests"].values()}
+    data["runs"] = {k: v for k, v in data["runs"].items() if k in used}
+    return data
+
+
 def load_data(path: Path) -> dict[str, Any]:
     if path.exists():
         return json.loads(path.read_text())
@@ -257,13 +291,16 @@ def render(data: dict[str, Any]) -> str:
         "short forms run in CI with the rest of the suite; the long forms are run by hand:",
         "",
         "```",
-        f"{COMMAND}                 # every test of items 2-6, short forms (about 15 minutes)",
+        f"{COMMAND}                 # every test of items 2-6, short forms (about 12 "
+        "minutes on 2 cores)",
         f"{COMMAND} --long          # the long forms (minutes per fault; the soak's hours: "
         "GATEWAY_SOAK_SECONDS)",
         f"{COMMAND} tests/reliability/test_faults_etcd.py -k leader   # a subset; other rows "
         "are kept",
         f"{COMMAND} --items 1-6     # the image's tests too (podman, a few minutes more)",
         f"{COMMAND} --render        # rewrite this page from docs/reliability.json",
+        f"{COMMAND} --merge FILE    # take in the newer results of another checkout's "
+        "reliability.json",
         "```",
         "",
         "Each test calls `tests.support.reliability.record(...)` with its load, the fault it "
@@ -332,12 +369,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="keyword", help="pytest's -k, to run some tests only")
     parser.add_argument("--render", action="store_true", help="run nothing; rewrite the doc "
                         "from the data")
+    parser.add_argument("--merge", metavar="FILE", help="run nothing; take into the data "
+                        "the newer results of another reliability.json (another checkout's, "
+                        "another machine's)")
     args, extra = parser.parse_known_args(argv)
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    data = load_data(DATA)
     code = 0
-    if not args.render:
+    if args.render:
+        with locked(DATA):
+            DOC.write_text(render(load_data(DATA)))
+    elif args.merge:
+        with locked(DATA):
+            data = merge_data(load_data(DATA), load_data(Path(args.merge)))
+            DATA.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+            DOC.write_text(render(data))
+    else:
         files = reliability_files()
         wanted = item_range(args.items)
         # a file that names no item literally is run too (it says which when it records)
@@ -355,9 +402,11 @@ def main(argv: list[str] | None = None) -> int:
                     "form": "long" if args.long else "short", "command": command,
                     "wall_s": round(time.time() - started), "machine": machine()}
         ran_files = {t.split("::")[0] for t in targets}
-        data = merge(data, run_info, outcomes, recorded, files, ran_files)
-        DATA.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    DOC.write_text(render(data))
+        # read only now, under a lock: another run may have written it meanwhile
+        with locked(DATA):
+            data = merge(load_data(DATA), run_info, outcomes, recorded, files, ran_files)
+            DATA.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+            DOC.write_text(render(data))
     print(f"wrote {DOC} and {DATA}")
     return code
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tools.reliability import Outcomes, item_range, merge, reliability_files, render
+from tools.reliability import (
+    Outcomes,
+    item_range,
+    merge,
+    merge_data,
+    reliability_files,
+    render,
+)
 
 FAULTS = "tests/reliability/test_faults_etcd.py"
 DISK = "tests/reliability/test_faults_disk.py"
@@ -84,3 +91,22 @@ def test_the_reliability_tests_are_found_by_what_they_record() -> None:
     assert Path("tests/unit/test_reliability_tool.py") not in found
     assert item_range("2-6") == {"2", "3", "4", "5", "6"}
     assert item_range("1,3-4") == {"1", "3", "4"}
+
+
+def test_another_checkouts_newer_results_are_taken_in() -> None:
+    def data(run_id: str, outcome: str, *tests: str) -> dict[str, Any]:
+        return {"runs": {run_id: run_info(run_id)},
+                "tests": {f"{t}|short": {"test": t, "form": "short", "run": run_id,
+                                         "items": ["3"], "result": "passed",
+                                         "duration_s": 1.0, "message": "",
+                                         "records": [recorded(t, outcome)]} for t in tests}}
+
+    here = data("r2", "here", "a::x", "a::y")
+    there = data("r1", "there, older", "a::x", "a::z")
+    there["tests"]["a::y|short"] = {**data("r3", "there, newer", "a::y")["tests"]["a::y|short"]}
+    there["runs"]["r3"] = run_info("r3")
+    merged = merge_data(here, there)
+    outcomes_by_test = {k: v["records"][0]["outcome"] for k, v in merged["tests"].items()}
+    assert outcomes_by_test == {"a::x|short": "here", "a::y|short": "there, newer",
+                                "a::z|short": "there, older"}
+    assert set(merged["runs"]) == {"r1", "r2", "r3"}
