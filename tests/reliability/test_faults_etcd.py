@@ -25,7 +25,8 @@ from tests.support.reliability import long_form, record
 from tests.support.replicas import Replicas
 from tests.support.wait import eventually
 
-pytestmark = pytest.mark.slow
+# one xdist worker for the module (tests/conftest.py): its deployment is started once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_faults_etcd")]
 
 #: Load before the fault, the fault's length (where it has one) and load after it.
 #: (AFTER outlasts each test's recovery bound, so that recovery is checked in CI too.)

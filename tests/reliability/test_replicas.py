@@ -28,7 +28,8 @@ from tests.support.reliability import record
 from tests.support.replicas import Replicas
 from tests.support.wait import eventually
 
-pytestmark = pytest.mark.slow
+# one xdist worker for the module (tests/conftest.py): its deployment is started once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_replicas")]
 
 CM = "/api/v1/namespaces/{ns}/configmaps"
 
