@@ -25,8 +25,7 @@ from tests.support.reliability import long_form, record
 from tests.support.replicas import Replicas
 from tests.support.wait import eventually
 
-# one xdist worker for the module (tests/conftest.py): its deployment is started once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_faults_etcd")]
+pytestmark = pytest.mark.slow
 
 #: Load before the fault, the fault's length (where it has one) and load after it.
 #: (AFTER outlasts each test's recovery bound, so that recovery is checked in CI too.)

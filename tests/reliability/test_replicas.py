@@ -28,8 +28,7 @@ from tests.support.reliability import record
 from tests.support.replicas import Replicas
 from tests.support.wait import eventually
 
-# one xdist worker for the module (tests/conftest.py): its deployment is started once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_replicas")]
+pytestmark = pytest.mark.slow
 
 CM = "/api/v1/namespaces/{ns}/configmaps"
 
