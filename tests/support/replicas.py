@@ -44,6 +44,9 @@ class Replicas:
         for i, host in enumerate(self.hosts):
             where = self.workdir / f"replica-{i}"
             shutil.copytree(pki, where / "certs")
+            # `gateway certs` points the kubeconfig at 127.0.0.1:6443; a replica leaves it so
+            # when something answers there (another gateway on the machine): each its own
+            (where / "certs" / "admin.kubeconfig").unlink(missing_ok=True)
             self.gateways.append(GatewayProcess(
                 where, *cluster.gateway_flags(rotate=i), f"--advertise-address={host}",
                 "--enable-aggregator-routing", *extra, port=self.port, host=host))
