@@ -25,7 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.support.backend import APISERVICE_NAME, GROUP_VERSION, BackendProcess
+from tests.support.backend import (
+    APISERVICE_NAME,
+    GROUP_VERSION,
+    BackendProcess,
+    apiservice_available,
+)
 from tests.support.gateway import GatewayProcess
 from tests.support.wait import eventually
 
@@ -74,16 +79,9 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         backend = BackendProcess.for_gateway(tmp_path_factory.mktemp("wardle"), proc)
         with backend:
             proc.kubectl("apply", "-f", "-", input=backend.manifests_yaml("127.0.0.1"))
-            eventually(lambda: _available(proc), timeout=60,
+            eventually(lambda: apiservice_available(proc), timeout=60,
                        what=f"APIService {APISERVICE_NAME} Available")
             yield proc
-
-
-def _available(gw: GatewayProcess) -> bool:
-    code, body = gw.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/"
-                                   f"{APISERVICE_NAME}")
-    conditions = json.loads(body).get("status", {}).get("conditions", []) if code == 200 else []
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
 
 
 def _lane_served(gw: GatewayProcess) -> float:

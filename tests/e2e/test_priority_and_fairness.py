@@ -34,7 +34,14 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.backend import APISERVICE_NAME, GROUP, GROUP_VERSION, VERSION, BackendProcess
+from tests.support.backend import (
+    APISERVICE_NAME,
+    GROUP,
+    GROUP_VERSION,
+    VERSION,
+    BackendProcess,
+    apiservice_available,
+)
 from tests.support.gateway import GatewayProcess, token_gateway
 from tests.support.identity import https
 from tests.support.wait import eventually
@@ -151,13 +158,6 @@ class Setup:
         return json.loads(body)["metadata"]["uid"]
 
 
-def _available(gw: GatewayProcess) -> bool:
-    code, body = gw.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/"
-                                   f"{APISERVICE_NAME}")
-    conditions = json.loads(body).get("status", {}).get("conditions", []) if code == 200 else []
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
-
-
 def _classified(gw: GatewayProcess, token: str, path: str, schema_uid: str) -> bool:
     """Whether ``token``'s request is classified to the FlowSchema ``schema_uid`` (the
     configuration has reached the filter), on either of the proxy's paths: each path's own
@@ -176,7 +176,7 @@ def _classified(gw: GatewayProcess, token: str, path: str, schema_uid: str) -> b
 def _serve(gw: GatewayProcess, backend: BackendProcess) -> None:
     gw.kubectl("apply", "-f", "-", input=RBAC)
     gw.kubectl("apply", "-f", "-", input=backend.manifests_yaml("127.0.0.1"))
-    eventually(lambda: _available(gw), timeout=60, what=f"APIService {APISERVICE_NAME}")
+    eventually(lambda: apiservice_available(gw), timeout=60, what=f"APIService {APISERVICE_NAME}")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.backend import APISERVICE_NAME, GROUP, GROUP_VERSION, BackendProcess
+from tests.support.backend import (
+    APISERVICE_NAME,
+    GROUP,
+    GROUP_VERSION,
+    BackendProcess,
+    apiservice_available,
+)
 from tests.support.certs import Issuer, pem
 from tests.support.gateway import GatewayProcess, token_gateway
 from tests.support.wait import eventually
@@ -157,14 +163,8 @@ def backend(gw: GatewayProcess, tmp_path_factory: pytest.TempPathFactory
     proc = BackendProcess.for_gateway(tmp_path_factory.mktemp("wardle"), gw)
     with proc:
         gw.kubectl("apply", "-f", "-", input=proc.manifests_yaml("127.0.0.1"))
-        eventually(lambda: _available(gw), timeout=60, what="APIService Available")
+        eventually(lambda: apiservice_available(gw), timeout=60, what="APIService Available")
         yield proc
-
-
-def _available(gw: GatewayProcess) -> bool:
-    code, body = gw.request("GET", APISERVICE)
-    conditions = json.loads(body).get("status", {}).get("conditions", []) if code == 200 else []
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
 
 
 def _set_ca_bundle(gw: GatewayProcess, ca_bundle: str) -> None:
@@ -369,7 +369,7 @@ def test_ca_bundle_not_pem_is_one_warning_per_controller(
             docs = backend.manifests("127.0.0.1")
             docs[-1]["spec"]["caBundle"] = base64.b64encode(b"no PEM in here").decode()
             proc.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-            eventually(lambda: _available(proc), timeout=60, what="APIService Available")
+            eventually(lambda: apiservice_available(proc), timeout=60, what="APIService Available")
             for path in PATHS:
                 answer = _send(proc, path, "GET", _case("GET").item, ALICE)
                 assert (answer.status, answer.body) == (500, NOT_PEM.encode())

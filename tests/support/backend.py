@@ -1458,3 +1458,11 @@ def iter_watch_lines(stream: Any) -> Iterator[dict[str, Any]]:
 
 if __name__ == "__main__":
     main()
+
+
+def apiservice_available(gw: Any) -> bool:
+    """Whether ``gw`` reports the backend's APIService Available=True."""
+    code, body = gw.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/"
+                                   f"{APISERVICE_NAME}")
+    conditions = json.loads(body).get("status", {}).get("conditions", []) if code == 200 else []
+    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
