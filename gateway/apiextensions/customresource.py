@@ -22,6 +22,8 @@ from gateway.apiextensions.paths import read_path, write_path
 from gateway.apiextensions.printing import columns_for
 from gateway.apiextensions.scaleview import ScaleView
 from gateway.apiextensions.schema import CompiledSchema, cel, compile_schema
+from gateway.apiextensions.schemarules import has_invalid_types
+from gateway.apiextensions.structural import is_non_structural
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.objects import copy_object
 from gateway.apimachinery.status import Cause
@@ -298,7 +300,18 @@ def resource_of(served: ServedVersion) -> ResourceDef:
         protobuf=False,
         storage_version=served.storage_version,
         schema=definition_name(served.group, served.version, served.kind),
-        definition=served.schema or None)
+        definition=served.schema or None, publish_definition=publishable(served.schema))
+
+
+def publishable(schema: Any) -> bool:
+    """Whether kube builds the OpenAPI definition of a kind from ``schema``: every type known,
+    convertible to a structural schema and structural."""
+    if not isinstance(schema, dict):
+        return False
+    try:
+        return not (has_invalid_types(schema) or is_non_structural(schema))
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return False
 
 
 def definition_name(group: str, version: str, kind: str) -> str:

@@ -68,6 +68,9 @@ class ResourceDef:
     #: The kind's OpenAPI v3 schema when it is not in the process-wide table of definitions
     #: (a custom resource: its CRD version's openAPIV3Schema), published under ``schema``.
     definition: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    #: Whether the OpenAPI documents publish ``definition``; False publishes a bare object
+    #: (a CRD schema kube does not publish: a type it does not know, or not structural).
+    publish_definition: bool = True
 
     @property
     def api_version(self) -> str:

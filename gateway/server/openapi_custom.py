@@ -31,8 +31,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gateway.apiextensions.schemarules import has_invalid_types
-from gateway.apiextensions.structural import is_non_structural
 from gateway.registry.resource import ResourceDef
 from gateway.schema.dsl import DEFINITIONS, META, define, kind_fields, meta_ref, obj, ref, string
 
@@ -134,7 +132,7 @@ def _type_meta() -> dict[str, Schema]:
 
 
 def _kind_schema(resource: ResourceDef, v2: bool, prefix: str) -> Schema:
-    schema = usable_schema(resource.definition)
+    schema = resource.definition if resource.publish_definition else None
     if schema is None or (v2 and schema.get("x-kubernetes-preserve-unknown-fields") is True):
         # kubectl would take anything beyond these as all there is
         out: Schema = {"type": "object"}
@@ -169,19 +167,6 @@ def _list_schema(resource: ResourceDef, v2: bool, prefix: str) -> Schema:
 
 
 # -- the structural form of a schema ------------------------------------------------------------
-
-
-def usable_schema(schema: Any) -> Schema | None:
-    """The schema when kube builds its definition from it: every type known, convertible to
-    a structural schema and structural; None otherwise."""
-    if not isinstance(schema, dict):
-        return None
-    try:
-        if has_invalid_types(schema) or is_non_structural(schema):
-            return None
-    except (TypeError, ValueError, AttributeError, KeyError):
-        return None
-    return schema
 
 
 _STRINGS = frozenset({"type", "description", "title", "format", "pattern"})
