@@ -15,7 +15,7 @@ separate controllers on one informer; their effects and order are the same):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from gateway.apiextensions.scale import ScaleEndpoints
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.listoptions import ListOptions
-from gateway.endpoints.handlers import ResourceEndpoints
+from gateway.endpoints.handlers import ResourceEndpoints, SubresourceFactory
 from gateway.registry.follow import follow
 from gateway.registry.options import StoreOptions
 from gateway.registry.resource import ResourceDef
@@ -50,6 +50,8 @@ MANAGER = "apiextensions-controller"
 #: Serving a resource by its endpoints, and no longer serving it.
 Install = Callable[[ResourceDef, ResourceEndpoints], None]
 Uninstall = Callable[[ResourceDef], None]
+#: The endpoints of a store, with subresources served by handlers of their own.
+Endpoints = Callable[[RESTStore, Mapping[str, SubresourceFactory]], ResourceEndpoints]
 
 
 @dataclass
@@ -63,10 +65,9 @@ class _Served:
 
 class CRDController:
     def __init__(self, crds: RESTStore, options: StoreOptions, install: Install,
-                 uninstall: Uninstall, *, endpoints: Callable[[RESTStore], ResourceEndpoints],
+                 uninstall: Uninstall, *, endpoints: Endpoints,
                  converters: Callable[[dict[str, Any]], Converter],
-                 builtin_names: Callable[[str], Iterable[ResourceDef]],
-                 create_admission: Callable[[ResourceDef], list[Admission]]) -> None:
+                 builtin_names: Callable[[str], Iterable[ResourceDef]]) -> None:
         self.crds = crds
         #: Every custom resource store is built with these (its cache and its admission).
         self.options = options
@@ -75,7 +76,6 @@ class CRDController:
         self.converters = converters
         self.uninstall = uninstall
         self.builtin_names = builtin_names
-        self.create_admission = create_admission
         self.served: dict[str, _Served] = {}
         self._finalizing: dict[str, asyncio.Task[None]] = {}
         self._lock = asyncio.Lock()
@@ -251,15 +251,14 @@ class CRDController:
             resource = resource_of(entry)
             layer = CustomResourceVersion(resource, entry, converter,
                                           siblings=served.versions.keys)
-            store = self.options.new_store(resource, layer)
-            store.create_admission += self.create_admission(resource)
-            store.create_admission.append(_refuse_while_terminating(self.crds, name,
-                                                                    resource))
+            store = self.options.new_store(resource, layer, create_admission=[
+                _refuse_while_terminating(self.crds, name, resource)])
             served.versions[version] = (entry, resource, store)
-            endpoints = self.endpoints(store)
-            if entry.scale is not None:
-                endpoints.subresource_handlers["scale"] = ScaleEndpoints(endpoints, entry.scale)
-            self.install(resource, endpoints)
+            scale = entry.scale
+            subresources: dict[str, SubresourceFactory] = {}
+            if scale is not None:
+                subresources["scale"] = _scale_endpoints(scale)
+            self.install(resource, self.endpoints(store, subresources))
 
     def _converter(self, crd: dict[str, Any]) -> Converter:
         """The CRD's converter; one that cannot be built fails every conversion with why
@@ -356,6 +355,13 @@ class _Unconvertible(Converter):
         if all(o.get("apiVersion") == to_api_version for o in objects):
             return objects
         raise self.err
+
+
+def _scale_endpoints(paths: dict[str, Any]) -> SubresourceFactory:
+    def make(endpoints: ResourceEndpoints) -> ScaleEndpoints:
+        return ScaleEndpoints(endpoints, paths)
+
+    return make
 
 
 def _condition_state(crd: dict[str, Any], type_: str) -> tuple[str, str, str] | None:

@@ -4,7 +4,9 @@ core server to serve."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.apis.admissionregistration.policies import (
     VALIDATING_ADMISSION_POLICIES,
@@ -15,10 +17,10 @@ from gateway.apis.coordination.leases import LEASES
 from gateway.apis.core.configmaps import CONFIGMAPS
 from gateway.apis.core.endpoints import ENDPOINTS
 from gateway.apis.core.events import EVENTS
-from gateway.apis.core.namespaces import NAMESPACES, NamespaceVersion, namespace_lifecycle
+from gateway.apis.core.namespaces import NAMESPACES, NamespaceVersion
 from gateway.apis.core.secrets import SECRETS
 from gateway.apis.core.serviceaccounts import SERVICEACCOUNTS
-from gateway.apis.core.serviceips import ServiceStore
+from gateway.apis.core.serviceips import ServiceIPs, ServiceStore
 from gateway.apis.core.services import SERVICES
 from gateway.apis.discovery.endpointslices import ENDPOINTSLICES
 from gateway.apis.flowcontrol.resources import FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS
@@ -30,10 +32,10 @@ from gateway.apis.rbac.resources import (
     ROLE_BINDINGS,
     ROLES,
 )
-from gateway.endpoints.handlers import ResourceEndpoints
+from gateway.endpoints.handlers import ResourceEndpoints, SubresourceFactory
 from gateway.registry.options import StoreOptions
 from gateway.registry.resource import ResourceDef
-from gateway.registry.store import RESTStore
+from gateway.registry.store import Admission, RESTStore
 from gateway.schema import admissionregistration as _adm  # noqa: F401
 from gateway.schema import authentication as _authentication  # noqa: F401
 from gateway.schema import authorization as _authorization  # noqa: F401
@@ -72,23 +74,42 @@ class KubeCore:
         return [(store.resource, self.endpoints[name]) for name, store in self.stores.items()]
 
 
+def resource_name(resource: ResourceDef) -> str:
+    """How the kube core names a built-in resource's store: ``<plural>`` for the core group,
+    ``<plural>.<group>`` for the others."""
+    return f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+
+
 def build_kube_core(options: StoreOptions, *, min_request_timeout: int = 1800,
-                    stopping: asyncio.Event | None = None) -> KubeCore:
-    """A store and endpoints for every built-in resource (served in BUILTINS order)."""
-    namespaces = options.new_store(NAMESPACES, NamespaceVersion(NAMESPACES))
-    core = KubeCore(namespaces)
-    for resource in BUILTINS:
-        if resource is NAMESPACES:
-            store = namespaces
-        else:
-            store = options.new_store(
-                resource, store_type=ServiceStore if resource is SERVICES else RESTStore)
-            if resource.namespaced:
-                # before naming and validation, as kube's NamespaceLifecycle admission
-                store.create_admission.append(
-                    namespace_lifecycle(namespaces, resource.plural, resource.group))
-        name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+                    stopping: asyncio.Event | None = None,
+                    admission: Mapping[str, Sequence[Admission]] | None = None,
+                    subresources: Mapping[str, Mapping[str, SubresourceFactory]] | None = None,
+                    read_your_writes: Collection[str] = (),
+                    service_ips: ServiceIPs | None = None) -> KubeCore:
+    """A store and endpoints for every built-in resource (served in BUILTINS order), each
+    store complete when built: the options' admission (the chain, NamespaceLifecycle), and
+    by resource name (``resource_name``) the checks of every write
+    (``admission``), subresources with handlers of their own, the caches the gateway decides
+    from (``read_your_writes``); Services allocate cluster IPs from ``service_ips``."""
+    admission = admission or {}
+    subresources = subresources or {}
+
+    def new_store(resource: ResourceDef, **extra: Any) -> RESTStore:
+        name = resource_name(resource)
+        return options.new_store(resource, admission=admission.get(name, ()),
+                                 read_your_writes=name in read_your_writes, **extra)
+
+    stores = {resource_name(r): r for r in BUILTINS}
+    built: dict[str, RESTStore] = {}
+    built["namespaces"] = new_store(NAMESPACES, version=NamespaceVersion(NAMESPACES))
+    built["endpoints"] = new_store(ENDPOINTS)  # the Services store releases through it
+    built["services"] = new_store(SERVICES, store_type=ServiceStore, ips=service_ips,
+                                  endpoints=built["endpoints"] if service_ips else None)
+    core = KubeCore(built["namespaces"])
+    for name, resource in stores.items():  # in discovery order
+        store = built.get(name) or new_store(resource)
         core.stores[name] = store
         core.endpoints[name] = ResourceEndpoints(store, min_request_timeout=min_request_timeout,
-                                                 stopping=stopping)
+                                                 stopping=stopping,
+                                                 subresources=subresources.get(name))
     return core

@@ -17,8 +17,8 @@ import structlog
 
 from gateway.apimachinery import status
 from gateway.apimachinery.hostnet import default_advertise_address
-from gateway.apimachinery.netutil import IPRange, parse_service_cidrs
-from gateway.apis.core.serviceips import ServiceIPs, ServiceStore
+from gateway.apimachinery.netutil import IPRange
+from gateway.apis.core.serviceips import ServiceIPs
 from gateway.apis.install import KubeCore
 from gateway.controllers.kubernetesservice import KubernetesService, MasterLeases
 from gateway.controllers.serviceiprepair import ServiceIPRepair
@@ -33,14 +33,13 @@ Start = Callable[[Coroutine[Any, Any, None]], Awaitable[None]]
 class ServiceNetwork:
     """Cluster-IP allocation, its repair, and the `kubernetes` Service of one gateway."""
 
-    def __init__(self, core: KubeCore, storage: Storage, *, ranges: list[IPRange],
-                 advertise_address: str, bind_address: str, secure_port: int) -> None:
-        ranges = ranges or parse_service_cidrs("")
-        self.ips = ServiceIPs.over(storage, ranges)
+    def __init__(self, core: KubeCore, storage: Storage, ips: ServiceIPs, *,
+                 ranges: list[IPRange], advertise_address: str, bind_address: str,
+                 secure_port: int) -> None:
+        """``ips``: the allocators the Services store was built with, over ``ranges``."""
+        self.ips = ips
         services = core.store("services")
         endpoints = core.store("endpoints")
-        if isinstance(services, ServiceStore):
-            services.configure(self.ips, endpoints)
 
         async def list_services() -> list[Object]:
             return (await services.cacher.list(services.resource.list_prefix(""))).items

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -64,6 +64,11 @@ FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
 PROPAGATION = ("Foreground", "Background", "Orphan")
 
 
+#: A subresource's own handler, and what makes it from the resource's endpoints.
+SubresourceHandler = Callable[[web.BaseRequest, RequestInfo], Awaitable[web.StreamResponse]]
+SubresourceFactory = Callable[["ResourceEndpoints"], SubresourceHandler]
+
+
 def no_route_for_method() -> status.StatusError:
     """kube's router (go-restful) for a method none of the path's routes takes: 405, its
     generic words (NewGenericServerResponse) and an empty details object, no Allow header."""
@@ -79,10 +84,13 @@ class ResourceEndpoints:
     """Serves every verb on one resource."""
 
     def __init__(self, store: RESTStore, *, min_request_timeout: int = 1800,
-                 stopping: asyncio.Event | None = None) -> None:
+                 stopping: asyncio.Event | None = None,
+                 subresources: Mapping[str, SubresourceFactory] | None = None) -> None:
         self.store = store
-        #: Subresources served by their own handler (serviceaccounts/token...).
-        self.subresource_handlers: dict[str, Any] = {}
+        #: Subresources served by their own handler (serviceaccounts/token, a custom
+        #: resource's scale), each made from these endpoints when they are built.
+        self.subresource_handlers: Mapping[str, SubresourceHandler] = {
+            name: make(self) for name, make in (subresources or {}).items()}
         self.resource = store.resource
         self.min_request_timeout = min_request_timeout
         self.stopping = stopping

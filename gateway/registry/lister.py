@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.registry.resource import ResourceDef
+from gateway.storage.errors import StorageError
 from gateway.storage.factory import StorageFactory
 from gateway.storage.watchcache import Cacher
 
@@ -29,11 +30,26 @@ class Lister:
         cache cannot answer)."""
         return await self.cacher.get_cached(self.resource.key(namespace, name))
 
+    async def read(self, namespace: str, name: str) -> Object:
+        """The object from the cache, or from the store when the cache cannot answer yet or
+        misses it (it may have been written a moment ago), as kube's admission plugins fall
+        back to a live read; KeyNotFoundError when there is none."""
+        key = self.resource.key(namespace, name)
+        if self.cacher.ready:
+            try:
+                return await self.cacher.get_cached(key)
+            except StorageError:
+                pass
+        return await self.cacher.get(key)
+
     def objects(self) -> list[Object]:
         """Every cached object of the resource (empty until the cache has synced)."""
         return self.cacher.objects(self.resource.storage_prefix)
 
 
-def lister_for(factory: StorageFactory, resource: ResourceDef) -> Lister:
-    """A lister of ``resource`` over the watch cache its store shares."""
-    return Lister(resource, factory.cacher(resource.storage_prefix))
+def lister_for(factory: StorageFactory, resource: ResourceDef, *,
+               read_your_writes: bool = False) -> Lister:
+    """A lister of ``resource`` over the watch cache its store shares (``read_your_writes``:
+    see StorageFactory.cacher)."""
+    return Lister(resource, factory.cacher(resource.storage_prefix,
+                                           read_your_writes=read_your_writes))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -89,7 +89,9 @@ class RESTStore:
 
     def __init__(self, resource: ResourceDef, cacher: Cacher,
                  version: VersionLayer | None = None, *,
-                 admitter: Admitter | None = None) -> None:
+                 admitter: Admitter | None = None,
+                 create_admission: Sequence[Admission] = (),
+                 admission: Sequence[Admission] = ()) -> None:
         self.resource = resource
         self.cacher = cacher
         self.strategy = resource.strategy
@@ -97,9 +99,9 @@ class RESTStore:
         self.version = version if version is not None else BuiltinVersion(resource)
         #: Checks of a create on the object as the client sent it, before a generated name,
         #: system metadata and validation (kube's mutating admission: namespace lifecycle).
-        self.create_admission: list[Admission] = []
-        #: Checks of every write on the object as it is to be stored.
-        self.admission: list[Admission] = []
+        self.create_admission: tuple[Admission, ...] = tuple(create_admission)
+        #: Checks of every write on the object as it is to be stored (RBAC's escalation).
+        self.admission: tuple[Admission, ...] = tuple(admission)
         #: The admission chain (webhooks, ValidatingAdmissionPolicies), called after the
         #: checks in ``admission``.
         self.admitter = admitter

@@ -55,13 +55,19 @@ class StorageFactory:
         #: added while serving (a new CRD) warming up does not make /readyz fail.
         self._initial: list[Cacher] = []
 
-    def cacher(self, prefix: str) -> Cacher:
+    def cacher(self, prefix: str, *, read_your_writes: bool = False) -> Cacher:
+        """The watch cache of ``prefix``, made on first use. ``read_your_writes``: the caller
+        decides from this cache (an authorizer, admission, routing), so every write to the
+        resource returns only once the cache has it; asked once, it stays on for every user
+        of the cache, and is asked for when the caller is built, before any write."""
         cacher = self.cachers.get(prefix)
         if cacher is None:
             cacher = self.cachers[prefix] = Cacher(self.storage, prefix,
                                                    on_terminated=self.on_terminated)
             if self._started:
                 asyncio.get_running_loop().create_task(cacher.start())
+        if read_your_writes:
+            cacher.read_your_writes = True
         return cacher
 
     async def release(self, prefix: str) -> None:

@@ -153,7 +153,7 @@ async def test_a_group_version_comes_and_goes_while_serving(served: Served) -> N
     assert await served.openapi_lists_group() == (False, False)
 
     # installed while serving: routing, discovery, OpenAPI and the APIService follow
-    gateway.apiextensions.install_api(WIDGETS, widgets_handler)
+    gateway.apiextensions.server.install_api(WIDGETS, widgets_handler)
     code, body = await served.get(f"/apis/{GROUP}/v1/widgets")
     assert code == 200 and body["kind"] == "WidgetList", body
     assert await served.legacy_resources() == ["widgets"]
@@ -172,7 +172,7 @@ async def test_a_group_version_comes_and_goes_while_serving(served: Served) -> N
     assert GROUP in await served.legacy_groups()
 
     # installed again: listed once
-    gateway.apiextensions.install_api(WIDGETS, widgets_handler)
+    gateway.apiextensions.server.install_api(WIDGETS, widgets_handler)
     assert await served.legacy_resources() == ["widgets"]
     versions = await served.aggregated()
     assert versions is not None and [v["version"] for v in versions] == ["v1"]
@@ -190,7 +190,7 @@ async def test_a_group_version_comes_and_goes_while_serving(served: Served) -> N
     assert obj["metadata"]["labels"] == {AUTOMANAGED: "true"}
 
     # uninstalled: gone from everywhere, the APIService deleted
-    gateway.apiextensions.uninstall_api(WIDGETS)
+    gateway.apiextensions.server.uninstall_api(WIDGETS)
     code, body = await served.get(f"/apis/{GROUP}/v1/widgets")
     assert code == 404, body
     assert await served.legacy_resources() is None

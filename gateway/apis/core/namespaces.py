@@ -6,15 +6,19 @@ check every namespaced create goes through (missing namespace 404, terminating n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import go_quote
 from gateway.apimachinery.objects import copy_object
+from gateway.registry.lister import Lister
 from gateway.registry.resource import ResourceDef
-from gateway.registry.store import Admission, RESTStore, WriteOptions
+from gateway.registry.store import Admission, WriteOptions
 from gateway.registry.strategy import Object, Strategy
 from gateway.registry.tables import AGE, NAME, Column
 from gateway.registry.versions import BuiltinVersion
-from gateway.storage.errors import StorageError
+from gateway.storage.apierrors import from_storage_error
+from gateway.storage.errors import KeyNotFoundError, StorageError
 
 #: Created at start, as kube-apiserver does.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -98,18 +102,25 @@ NAMESPACES = ResourceDef(
 )
 
 
-def namespace_lifecycle(namespaces: RESTStore, resource: str,
-                        group: str = "") -> Admission:
+def namespace_lifecycle(namespaces: Lister, resource: str, group: str = "") -> Admission:
     """The admission check (a store admission hook) for creating ``resource`` objects in a
     namespace: the namespace must exist (404) and not be terminating (403 naming the object,
-    as kube's NamespaceLifecycle plugin does). Updates pass: the object is already there."""
+    as kube's NamespaceLifecycle plugin does). Updates pass: the object is already there.
+    Namespaces are read as kube's plugin reads its informer (a miss is read from the store,
+    since the namespace may have been created a moment ago), so the check is made before
+    any store."""
 
     async def check(new: Object, old: Object | None, options: WriteOptions) -> None:
         if old is not None:
             return
         meta = new.get("metadata", {})
         namespace = meta.get("namespace", "")
-        ns = await _lookup(namespaces, namespace)
+        try:
+            ns = await namespaces.read("", namespace)
+        except KeyNotFoundError:
+            raise status.not_found("namespaces", namespace) from None
+        except StorageError as err:
+            raise from_storage_error(err, "namespaces", namespace) from None
         if ns.get("status", {}).get("phase") == "Terminating":
             name = meta.get("name") or meta.get("generateName") or "Unknown"
             raise status.StatusError(
@@ -126,21 +137,16 @@ def namespace_lifecycle(namespaces: RESTStore, resource: str,
     return check
 
 
-async def _lookup(namespaces: RESTStore, name: str) -> Object:
-    """The namespace from the watch cache, as kube's admission reads its informer; a miss is
-    checked against the store, since the namespace may have been created a moment ago."""
-    cacher = namespaces.cacher
-    if cacher.ready:
-        try:
-            return await cacher.get_cached(namespaces.resource.key("", name))
-        except StorageError:
-            pass
-    try:
-        return await namespaces.get("", name)
-    except status.StatusError as err:
-        if err.code == 404:
-            raise status.not_found("namespaces", name) from None
-        raise
+def lifecycle_admission(namespaces: Lister) -> Callable[[ResourceDef], list[Admission]]:
+    """NamespaceLifecycle for every store of a namespaced resource (StoreOptions'
+    ``create_admission``): built-in, custom resources, whenever they are built."""
+
+    def admission(resource: ResourceDef) -> list[Admission]:
+        if not resource.namespaced:
+            return []
+        return [namespace_lifecycle(namespaces, resource.plural, resource.group)]
+
+    return admission
 
 
 def forbid_immortal(name: str) -> None:

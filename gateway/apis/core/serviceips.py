@@ -43,10 +43,13 @@ from gateway.registry.ipallocator import (
     AllocationError,
     RangeAllocator,
 )
+from gateway.registry.resource import ResourceDef
 from gateway.registry.store import DeleteOptions, RESTStore, WriteOptions
 from gateway.registry.validation import invalid
+from gateway.registry.versions import VersionLayer
 from gateway.storage.errors import KeyNotFoundError, StorageError
 from gateway.storage.interface import Object, Storage
+from gateway.storage.watchcache import Cacher
 
 log = structlog.get_logger(__name__)
 
@@ -232,15 +235,16 @@ class FamilyCheckingStrategy(ServiceStrategy):
 
 class ServiceStore(RESTStore):
     """Services, with cluster IPs allocated and released around the generic store's writes.
-    Without ``configure`` (no allocators) it is the plain store."""
+    Without ``ips`` (no allocators) it is the plain store."""
 
-    ips: ServiceIPs | None = None
-    endpoints: RESTStore | None = None
-
-    def configure(self, ips: ServiceIPs, endpoints: RESTStore | None = None) -> None:
+    def __init__(self, resource: ResourceDef, cacher: Cacher,
+                 version: VersionLayer | None = None, *, ips: ServiceIPs | None = None,
+                 endpoints: RESTStore | None = None, **options: Any) -> None:
+        super().__init__(resource, cacher, version, **options)
         self.ips, self.endpoints = ips, endpoints
-        self.strategy = FamilyCheckingStrategy(ips)
-        self.admission.insert(0, self._allocate)
+        if ips is not None:
+            self.strategy = FamilyCheckingStrategy(ips)
+            self.admission = (self._allocate, *self.admission)
 
     # -- the writes, each one request -------------------------------------------------------
 
