@@ -1,0 +1,1 @@
+"""Examples built on the gateway's libraries (``python -m examples.<name>``)."""
