@@ -344,7 +344,12 @@ async def _next(events: Any, timeout: float,
     """The next event, or None at the timeout, the end of the stream, or a stop."""
     next_event = asyncio.ensure_future(events.__anext__())
     waiting = {next_event} if stop_task is None else {next_event, stop_task}
-    done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        done, _ = await asyncio.wait(waiting, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the client went away: the pull goes with it (left
+        next_event.cancel()  # pending, it would end when the stream stops, and be unread)
+        raise
     if next_event not in done:
         next_event.cancel()
         return None

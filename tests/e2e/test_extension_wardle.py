@@ -1,0 +1,277 @@
+"""An extension apiserver written on gateway.extension (examples/wardle, kube's
+sample-apiserver) behind a real gateway, driven with kubectl (issue 20, item 5).
+
+The example runs as its own process over TLS with its own certificates, registered by two
+APIServices; it authenticates the gateway's front-proxy requests against the CA the gateway
+publishes in kube-system/extension-apiserver-authentication, checks bearer tokens by
+TokenReview and authorizes every request by SubjectAccessReview to the gateway, with an
+identity of its own bound to system:auth-delegator (as the sample's deployment is)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.certs import CLIENT_AUTH, Issuer, issue_pair, pem
+from tests.support.extension import GROUP, VERSIONS, WardleProcess
+from tests.support.gateway import GatewayProcess, token_gateway
+from tests.support.wait import eventually
+
+pytestmark = pytest.mark.slow
+
+TOKENS = "viewer-token,token-viewer,uid-viewer\n"
+#: flunders and fischers readable by whoever has the view ClusterRole (aggregated into it)
+#: and editable by edit's holders, as an operator would ship them; "viewer" has view.
+RBAC = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: wardle-view
+  labels: {{rbac.authorization.k8s.io/aggregate-to-view: "true"}}
+rules:
+- {{apiGroups: [{GROUP}], resources: [flunders, fischers], verbs: [get, list, watch]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: viewers}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: viewer}}
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: token-viewer}}
+"""
+FLUNDER = """
+apiVersion: wardle.example.com/v1alpha1
+kind: Flunder
+metadata: {{name: {name}, namespace: default}}
+spec: {{reference: {reference}, referenceType: Fischer}}
+"""
+FLUNDERS = f"/apis/{GROUP}/v1beta1/namespaces/default/flunders"
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    with token_gateway(tmp_path_factory.mktemp("gateway"), TOKENS,
+                       "--enable-aggregator-routing") as proc:
+        proc.kubectl("apply", "-f", "-", input=RBAC)
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def wardle(gw: GatewayProcess, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[WardleProcess]:
+    server = WardleProcess(tmp_path_factory.mktemp("wardle"), gw)
+    try:
+        server.start()
+        gw.kubectl("apply", "-f", "-", input=server.manifests())
+        for version in VERSIONS:
+            gw.kubectl("wait", "--for=condition=Available", "--timeout=60s",
+                       f"apiservice/{version}.{GROUP}")
+        yield server
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log(), server.log()
+
+
+def kubectl(gw: GatewayProcess, *args: str, check: bool = True, input: str | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return gw.kubectl(*args, check=check, input=input)
+
+
+def test_registered_and_discovered(gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """Both APIServices Available, the group in the gateway's /apis (v1beta1 preferred, by
+    kube's version priority), and kubectl's discovery of it (aggregated)."""
+    for version in VERSIONS:
+        code, body = gw.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/"
+                                       f"{version}.{GROUP}")
+        assert code == 200, body
+        conditions = json.loads(body)["status"]["conditions"]
+        assert {"type": "Available", "status": "True"}.items() <= conditions[0].items()
+    code, body = gw.request("GET", "/apis")
+    assert code == 200, body
+    groups = {g["name"]: g for g in json.loads(body)["groups"]}
+    assert groups[GROUP]["preferredVersion"]["version"] == "v1beta1"
+    assert [v["version"] for v in groups[GROUP]["versions"]] == ["v1beta1", "v1alpha1"]
+    out = kubectl(gw, "api-resources", f"--api-group={GROUP}", "-o", "wide").stdout
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "fl" in lines["flunders"].split() and "wardle" in lines["flunders"]
+    assert f"{GROUP}/v1beta1" in lines["flunders"] and "true" in lines["flunders"]
+    assert f"{GROUP}/v1alpha1" in lines["fischers"] and "false" in lines["fischers"]
+    kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="categorized", reference="c"))
+    assert f"flunder.{GROUP}/categorized" in kubectl(gw, "get", "wardle", "-o", "name").stdout
+
+
+def test_apply_get_wide_and_conversion(gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """Written at v1alpha1, read at v1beta1 (the preferred version) converted, with each
+    version's printer columns; -o wide adds the priority-1 columns."""
+    kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="converted", reference="fish"))
+    obj = json.loads(kubectl(gw, "get", "flunder", "converted", "-o", "json").stdout)
+    assert obj["apiVersion"] == f"{GROUP}/v1beta1"
+    assert obj["spec"] == {"fischerReference": "fish", "referenceType": "Fischer"}
+    narrow = kubectl(gw, "get", "fl", "converted").stdout.split("\n")[0].split()
+    assert narrow == ["NAME", "REFERENCE-TYPE", "AGE"]
+    wide = kubectl(gw, "get", "fl", "converted", "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "REFERENCE-TYPE", "FLUNDER", "FISCHER", "AGE"]
+    assert wide[1].split()[:3] == ["converted", "Fischer", "fish"]
+    alpha = kubectl(gw, "get", f"flunders.v1alpha1.{GROUP}", "converted", "-o",
+                    "wide").stdout.splitlines()
+    assert alpha[0].split() == ["NAME", "REFERENCE-TYPE", "REFERENCE", "AGE"]
+    # applied again with a change: kubectl's three-way patch through the proxy
+    kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="converted", reference="fish2"))
+    obj = json.loads(kubectl(gw, "get", "flunder", "converted", "-o", "json").stdout)
+    assert obj["spec"]["fischerReference"] == "fish2" and obj["metadata"]["generation"] == 2
+
+
+def test_explain_reads_the_merged_openapi(gw: GatewayProcess, wardle: WardleProcess) -> None:
+    out = kubectl(gw, "explain", "flunders.spec").stdout
+    assert "fischerReference" in out and "The Fischer referred to." in out
+    out = kubectl(gw, "explain", "flunders.spec.reference",
+                  f"--api-version={GROUP}/v1alpha1").stdout
+    assert "The name of a Flunder or Fischer." in out
+    code, body = gw.request("GET", "/openapi/v2")
+    assert code == 200 and b"com.example.wardle.v1beta1.Flunder" in body
+    code, body = gw.request("GET", "/openapi/v3")
+    assert f"apis/{GROUP}/v1alpha1" in json.loads(body)["paths"]
+
+
+def test_server_side_apply_and_status(gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """Field ownership by manager (a conflict names the other manager); status written
+    through its subresource only."""
+    doc = FLUNDER.format(name="ssa", reference="a")
+    kubectl(gw, "apply", "--server-side", "--field-manager=one", "-f", "-", input=doc)
+    clash = kubectl(gw, "apply", "--server-side", "--field-manager=two", "-f", "-",
+                    input=FLUNDER.format(name="ssa", reference="b"), check=False)
+    assert clash.returncode != 0 and "conflict" in clash.stderr.lower(), clash.stderr
+    assert 'conflict with "one"' in clash.stderr, clash.stderr
+    obj = json.loads(kubectl(gw, "get", "flunder", "ssa", "-o", "json",
+                             "--show-managed-fields").stdout)
+    assert {m["manager"] for m in obj["metadata"]["managedFields"]} == {"one"}
+    kubectl(gw, "patch", "flunder", "ssa", "--type=merge", "-p",
+            '{"status": {"phase": "ignored"}}')
+    assert "status" not in json.loads(
+        kubectl(gw, "get", "flunder", "ssa", "-o", "json").stdout)
+    kubectl(gw, "patch", "flunder", "ssa", "--subresource=status", "--type=merge", "-p",
+            '{"status": {"phase": "Ready"}}')
+    obj = json.loads(kubectl(gw, "get", "flunder", "ssa", "-o", "json").stdout)
+    assert obj["status"] == {"phase": "Ready"} and obj["metadata"]["generation"] == 1
+
+
+def test_watch_through_the_gateway(gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """kubectl's watch, through the gateway's proxy, sees a flunder created after it began
+    (the watch is open once kubectl has printed the list it starts with)."""
+    kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="before-watch", reference="b"))
+    watch = subprocess.Popen(
+        ["kubectl", "--kubeconfig", str(gw.kubeconfig), "get", "flunders", "--watch",
+         "-o", "name"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert watch.stdout is not None
+        lines = []
+        while f"flunder.{GROUP}/before-watch" not in lines:
+            lines.append(watch.stdout.readline().strip())
+        kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="watched", reference="w"))
+        while f"flunder.{GROUP}/watched" not in lines:
+            line = watch.stdout.readline()
+            assert line, f"the watch ended: {watch.stderr.read() if watch.stderr else ''}"
+            lines.append(line.strip())
+    finally:
+        watch.kill()
+        watch.wait()
+
+
+def test_admission_and_validation(gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """BanFlunder refuses a name a fischer disallows (403); the strategy's validation 422."""
+    kubectl(gw, "apply", "-f", "-", input=f"""
+apiVersion: {GROUP}/v1alpha1
+kind: Fischer
+metadata: {{name: strict}}
+disallowedFlunders: [banned]
+""")
+    refused = kubectl(gw, "create", "-f", "-", check=False,
+                      input=FLUNDER.format(name="banned", reference="x"))
+    assert refused.returncode != 0
+    assert ('Error from server (Forbidden): error when creating "STDIN": flunders.'
+            'wardle.example.com "banned" is forbidden: this name may not be used, please change '
+            "the resource name") in refused.stderr, refused.stderr
+    invalid = kubectl(gw, "create", "-f", "-", check=False, input=f"""
+apiVersion: {GROUP}/v1beta1
+kind: Flunder
+metadata: {{name: invalid, namespace: default}}
+spec: {{flunderReference: x, referenceType: Fischer}}
+""")
+    assert 'The Flunder "invalid" is invalid: spec.flunderReference: Invalid value: "x": ' \
+           "cannot be set if referenceType is not Flunder" in invalid.stderr, invalid.stderr
+
+
+def test_rbac_is_enforced_by_the_backends_subject_access_review(
+        gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """"viewer" has the view ClusterRole, into which wardle-view aggregates flunders: through
+    the gateway it lists (the gateway's RBAC lets it through, and the backend's
+    SubjectAccessReview to the gateway allows it) but cannot create. Straight to the backend,
+    as the front proxy (past the gateway's own authorization), the backend's review is what
+    refuses the create, and refuses anyone unbound; a bearer token is checked by
+    TokenReview."""
+    kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="listed", reference="l"))
+    assert "listed" in kubectl(gw, "get", "flunders", "--as=viewer", "-o", "name").stdout
+    denied = kubectl(gw, "create", "--as=viewer", "-f", "-", check=False,
+                     input=FLUNDER.format(name="by-viewer", reference="v"))
+    assert "(Forbidden)" in denied.stderr, denied.stderr
+
+    code, body, _ = wardle.request("GET", FLUNDERS, user="viewer",
+                                   groups=("system:authenticated",))
+    assert code == 200, body
+    assert "listed" in [i["metadata"]["name"] for i in json.loads(body)["items"]]
+    flunder = {"apiVersion": f"{GROUP}/v1beta1", "kind": "Flunder",
+               "metadata": {"name": "direct"}, "spec": {}}
+    code, body, _ = wardle.request("POST", FLUNDERS, flunder, user="viewer",
+                                   groups=("system:authenticated",))
+    assert code == 403, body
+    assert json.loads(body)["message"] == (
+        f'flunders.{GROUP} is forbidden: User "viewer" cannot create resource "flunders" in '
+        f'API group "{GROUP}" in the namespace "default"')
+    code, body, _ = wardle.request("GET", FLUNDERS, user="nobody",
+                                   groups=("system:authenticated",))
+    assert code == 403, body
+    code, body, _ = wardle.request("POST", FLUNDERS, flunder, user="admin",
+                                   groups=("system:masters",))
+    assert code == 201, body
+    code, body, _ = wardle.request("GET", FLUNDERS, token="viewer-token")
+    assert code == 200, body
+    code, body, _ = wardle.request("POST", FLUNDERS, flunder, token="viewer-token")
+    assert code == 403 and 'User "token-viewer" cannot create' in json.loads(body)["message"]
+    code, body, _ = wardle.request("GET", FLUNDERS, token="not-a-token")
+    assert code == 401, body
+    code, body, _ = wardle.request("GET", FLUNDERS)
+    assert code == 403 and 'User "system:anonymous"' in json.loads(body)["message"]
+    code, _, _ = wardle.request("GET", "/healthz")
+    assert code == 200  # --authorization-always-allow-paths
+
+
+def test_a_new_front_proxy_ca_in_the_configmap_counts_at_once(
+        gw: GatewayProcess, wardle: WardleProcess, tmp_path: Path) -> None:
+    """The backend follows kube-system/extension-apiserver-authentication: a front proxy
+    certificate from a CA not yet published is refused (401); once the CA is added to the
+    ConfigMap's requestheader-client-ca-file, the same certificate is trusted, without a
+    restart."""
+    other = Issuer.new("another-front-proxy-ca")
+    proxy = issue_pair(tmp_path, "proxy", "front-proxy-client", other, usages=(CLIENT_AUTH,))
+    code, body, _ = wardle.request("GET", FLUNDERS, user="admin", groups=("system:masters",),
+                                   proxy=proxy)
+    assert code == 401, body
+    path = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+    code, body = gw.request("GET", path)
+    assert code == 200, body
+    configmap = json.loads(body)
+    configmap["data"]["requestheader-client-ca-file"] += pem(other.cert).decode()
+    code, body = gw.request("PUT", path, configmap)
+    assert code == 200, body
+
+    def trusted() -> bool:
+        code, body, _ = wardle.request("GET", FLUNDERS, user="admin",
+                                       groups=("system:masters",), proxy=proxy)
+        assert code == 200, body
+        return True
+
+    eventually(trusted, timeout=10, what="the new front-proxy CA trusted")
