@@ -164,3 +164,10 @@ WRK_OUTPUT = """Running 10s test @ https://127.0.0.1:8443/x
 Requests/sec:   3252.50
 Transfer/sec:      2.00MB
 """
+
+
+def test_etcd_calls_bench() -> None:
+    out = run_bench("etcd_calls.py", "--calls", "64", "--concurrency", "4", "--rounds", "1")
+    assert re.search(r"^aio\s+\d", out, re.MULTILINE) and re.search(r"^sync\s+\d", out,
+                                                                   re.MULTILINE), out
+    assert "sync/aio CPU per call" in out
