@@ -24,6 +24,7 @@ from gateway.app.run import complete_with_dev_pki
 from gateway.cli import build_parser
 from gateway.options import ServeOptions
 from gateway.registry.resource import ResourceDef
+from gateway.registry.store import RESTStore
 from gateway.server.genericapiserver import GenericAPIServer
 from gateway.server.tls import server_ssl_context
 from tests.support.wait import eventually_async
@@ -61,6 +62,10 @@ class Served:
     async def delete(self, path: str) -> int:
         response = await self.client.delete(path, ssl=self.context)
         return response.status
+
+    async def post(self, path: str, obj: dict[str, Any]) -> tuple[int, Any]:
+        response = await self.client.post(path, json=obj, ssl=self.context)
+        return response.status, await response.json(content_type=None)
 
     # -- what the documents say about the group -----------------------------------------------
 
@@ -205,3 +210,82 @@ async def test_a_group_version_comes_and_goes_while_serving(served: Served) -> N
     # built-in APIServices (onstart) are untouched
     code, body = await served.get(APISERVICE.replace(f"v1.{GROUP}", "v1.rbac.authorization.k8s.io"))
     assert code == 200 and body["metadata"]["labels"] == {AUTOMANAGED: "onstart"}, body
+
+
+# -- a store built while serving is built as every other ---------------------------------------
+
+GIZMOS = "gizmos.example.com"
+POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def _served_stores(gateway: Gateway) -> dict[str, RESTStore]:
+    """Every store any server of the chain serves, by ``<plural>.<group>/<version>``."""
+    stores = {}
+    for server in gateway.generic.servers:
+        for (group, version, plural), handler in server.resources.items():
+            store = getattr(handler, "store", None)
+            if isinstance(store, RESTStore):
+                stores[f"{plural}.{group}/{version}"] = store
+    return stores
+
+
+async def test_a_store_built_while_serving_gets_the_admission_of_every_store(
+        served: Served) -> None:
+    """The hole of issue 18 cannot come back: a custom resource's store, built by the CRD
+    controller long after the assembly, is admitted as the built-in ones are (the one
+    admission chain, NamespaceLifecycle), seen both in what the stores hold and in what a
+    client gets: a ValidatingAdmissionPolicy denies the custom resource's create."""
+    gateway = served.gateway
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gizmos.{GIZMOS}"},
+           "spec": {"group": GIZMOS, "scope": "Namespaced",
+                    "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                        "openAPIV3Schema": {"type": "object",
+                                            "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    code, body = await served.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                                   crd)
+    assert code == 201, body
+    gizmos = f"/apis/{GIZMOS}/v1/namespaces/default/gizmos"
+
+    async def established() -> bool:
+        return (await served.get(gizmos))[0] == 200
+
+    await eventually_async(established, what="the custom resource served")
+
+    stores = _served_stores(gateway)
+    chain = gateway.admission.store_options.admission
+    assert chain is not None and f"gizmos.{GIZMOS}/v1" in stores
+    assert {"configmaps./v1", "apiservices.apiregistration.k8s.io/v1",
+            "customresourcedefinitions.apiextensions.k8s.io/v1"} <= set(stores)
+    for name, store in stores.items():
+        assert store.admitter is chain, name
+        lifecycle = [check for check in store.create_admission
+                     if check.__qualname__.startswith("namespace_lifecycle.")]
+        assert len(lifecycle) == (1 if store.resource.namespaced else 0), name
+
+    # and as a client sees it: NamespaceLifecycle, then a policy of the chain
+    gizmo = {"apiVersion": f"{GIZMOS}/v1", "kind": "Gizmo", "metadata": {"name": "denied"}}
+    code, body = await served.post(f"/apis/{GIZMOS}/v1/namespaces/nowhere/gizmos", gizmo)
+    assert code == 404 and body["message"] == 'namespaces "nowhere" not found', body
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "no-denied-gizmos"},
+              "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [{
+                  "apiGroups": [GIZMOS], "apiVersions": ["*"], "operations": ["CREATE"],
+                  "resources": ["gizmos"]}]},
+                  "validations": [{"expression": "object.metadata.name != 'denied'"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": "no-denied-gizmos"},
+               "spec": {"policyName": "no-denied-gizmos", "validationActions": ["Deny"]}}
+    assert (await served.post(POLICIES, policy))[0] == 201
+    assert (await served.post(BINDINGS, binding))[0] == 201
+    code, body = await served.post(gizmos, gizmo)
+    assert code == 422, body
+    assert body["message"] == (
+        f'gizmos.{GIZMOS} "denied" is forbidden: ValidatingAdmissionPolicy \'no-denied-gizmos\' '
+        "with binding 'no-denied-gizmos' denied request: failed expression: "
+        "object.metadata.name != 'denied'"), body
+    code, body = await served.post(gizmos, {**gizmo, "metadata": {"name": "allowed"}})
+    assert code == 201, body
