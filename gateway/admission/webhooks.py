@@ -69,7 +69,7 @@ class WebhookAdmission:
     """The mutating and validating webhook phases of admission, for every REST store."""
 
     def __init__(self, mutating: Lister, validating: Lister, namespaces: Lister,
-                 resolver: ServiceResolver, clients: ClientManager | None = None,
+                 resolver: ServiceResolver, clients: ClientManager,
                  authorize: authz.Authorize | None = None) -> None:
         self.mutating = mutating
         self.validating = validating
@@ -77,19 +77,14 @@ class WebhookAdmission:
         self.resolver = resolver
         #: Answers the ``authorizer`` of matchConditions (none given: every check fails).
         self.authorize = authorize
-        #: The shared outgoing client (TLS contexts and pooled connections); one of its own
-        #: when none is given, closed with this.
-        self._owns_clients = clients is None
-        self.clients = clients if clients is not None else ClientManager()
+        #: The gateway's one outgoing client (TLS contexts and pooled connections), shared
+        #: with the proxy and the aggregator's downloads and checks; closed by its owner.
+        self.clients = clients
 
     @property
     def configured(self) -> bool:
         """Whether any webhook configuration exists (most writes need nothing more)."""
         return bool(self.mutating.objects() or self.validating.objects())
-
-    async def close(self) -> None:
-        if self._owns_clients:
-            await self.clients.close()
 
     # -- the two phases (the chain calls mutate first, and validate after the policies) ------
 

@@ -166,7 +166,6 @@ class Gateway:
         await self.kube.stop()  # drop this gateway from the kubernetes endpoints
         await cancel_all(self._tasks)
         await self.generic.lifecycle.stop()
-        await self.admission.webhooks.close()
         await self.clients.close()
         await self.factory.close()
         await self.storage.close()

@@ -2,6 +2,13 @@
 gateway makes to a backend or webhook (kube's util/webhook ClientManager and the aggregator's
 proxy transport).
 
+The gateway makes one (gateway/app/gateway.py) and hands it to every caller: the proxy (its
+aiohttp path, its fast lane's relay pools, and the TLS context of an upgrade's own
+connection), the aggregated discovery and OpenAPI downloads, the availability checks, the
+namespace controller's look at remote APIServices' resources, and admission and CRD
+conversion webhooks (gateway/transport/webhook.py). None of them makes a session or a TLS
+context of its own.
+
 - One aiohttp session over one connector for the whole process: keep-alive connections are
   pooled per (host, port, TLS context, server name), with no cap on their number (aiohttp's
   default of 100 would queue the 101st open watch). No cookie jar, and bodies are never
