@@ -34,6 +34,7 @@ from gateway.server.filters.draining import InFlightRequests
 from gateway.server.filters.limits import InFlightLimits
 from gateway.server.genericapiserver import GenericAPIServer, not_found_until_installed
 from gateway.server.handler_chain import Audit, build_handler_chain
+from gateway.server.healthz import FlagCheck
 from gateway.server.lifecycle import cancel_all
 from gateway.server.metrics import Metrics, StorageTimer
 from gateway.server.request import ChainHandler
@@ -128,7 +129,7 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
-    def hooks(self) -> dict[str, object]:
+    def hooks(self) -> dict[str, FlagCheck]:
         """Each post-start hook's check, in the order they run."""
         return dict(self.generic.lifecycle.hooks)
 
