@@ -61,8 +61,11 @@ class Objects:
 
 
 #: An admission hook: return to admit, raise a StatusError (e.g. ``forbidden(attrs, why)``)
-#: to refuse. ``attrs.operation`` is CREATE, UPDATE or DELETE.
+#: to refuse. ``attrs.operation`` is CREATE, UPDATE or DELETE; ``attrs.user`` who asks.
 Admit = Callable[[Attributes, Objects], Awaitable[None]]
+#: A mutating admission hook: the object as it is to be written (``attrs.obj`` changed, or a
+#: new one), or None to leave it; raising refuses the write. The result is validated again.
+Mutate = Callable[[Attributes, Objects], Awaitable["Object | None"]]
 
 #: A subresource of one's own: given the request and what it asks for (``info.name``,
 #: ``info.namespace``, ``info.verb``) and the resource's REST store; returns the response.
@@ -108,7 +111,9 @@ class Resource:
     strategy: Strategy = field(default_factory=Strategy)
     #: Between versions; without it only apiVersion changes (a CRD's ``None`` strategy).
     convert: Convert | None = None
-    #: Run on every write of this resource, after the strategy, in order.
+    #: Run on every write of this resource, after the strategy, in order: the mutating
+    #: hooks first (kube's mutating admission), then the validating ones.
+    mutating_admission: Sequence[Mutate] = ()
     admission: Sequence[Admit] = ()
     subresources: Mapping[str, Subresource] = field(default_factory=dict)
 

@@ -27,7 +27,16 @@ from gateway.apiextensions.customresource import (
 )
 from gateway.apimachinery.status import Cause
 from gateway.apimachinery.versions import version_rank
-from gateway.extension.api import APIGroup, Convert, Object, Objects, Resource, Strategy
+from gateway.extension.api import (
+    Admit,
+    APIGroup,
+    Convert,
+    Mutate,
+    Object,
+    Objects,
+    Resource,
+    Strategy,
+)
 from gateway.registry.admission import Attributes
 from gateway.registry.resource import ResourceDef
 
@@ -141,11 +150,21 @@ def served_resources(group: APIGroup) -> Iterator[ServedResource]:
 
 
 class AdmissionHooks:
-    """The declarations' admission hooks as a validating plugin of the admission chain."""
+    """The declarations' admission hooks as a mutating and a validating plugin of the
+    admission chain (``mutating``, ``validating``)."""
 
     def __init__(self, groups: list[APIGroup], objects: Objects) -> None:
-        self.hooks = {(group.name, resource.plural): list(resource.admission)
-                      for group in groups for resource in group.resources if resource.admission}
+        self.mutating = _Mutating({(group.name, resource.plural): list(resource.mutating_admission)
+                                   for group in groups for resource in group.resources
+                                   if resource.mutating_admission}, objects)
+        self.validating = _Validating({(group.name, resource.plural): list(resource.admission)
+                                       for group in groups for resource in group.resources
+                                       if resource.admission}, objects)
+
+
+class _Validating:
+    def __init__(self, hooks: dict[tuple[str, str], list[Admit]], objects: Objects) -> None:
+        self.hooks = hooks
         self.objects = objects
 
     @property
@@ -156,3 +175,20 @@ class AdmissionHooks:
         for hook in self.hooks.get((attrs.resource.group, attrs.resource.plural), ()):
             await hook(attrs, self.objects)
 
+
+class _Mutating:
+    def __init__(self, hooks: dict[tuple[str, str], list[Mutate]], objects: Objects) -> None:
+        self.hooks = hooks
+        self.objects = objects
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.hooks)
+
+    async def mutate(self, attrs: Attributes) -> Object | None:
+        changed = None
+        for hook in self.hooks.get((attrs.resource.group, attrs.resource.plural), ()):
+            result = await hook(attrs, self.objects)
+            if result is not None:
+                attrs.obj = changed = result
+        return changed

@@ -88,8 +88,8 @@ class ExtensionServer:
                                       on_terminated=self.metrics.watcher_terminated)
         #: One store per resource (any of its versions: they share the stored objects).
         self.stores: dict[tuple[str, str], RESTStore] = {}
-        admission = AdmissionChain(mutating=[], validating=[
-            AdmissionHooks(self.groups, Objects(self._cached_objects))])
+        hooks = AdmissionHooks(self.groups, Objects(self._cached_objects))
+        admission = AdmissionChain(mutating=[hooks.mutating], validating=[hooks.validating])
         # the generic apiserver's config, as the gateway's own servers are built from
         self.config = Config(StoreOptions(self.factory, admission=admission),
                              min_request_timeout=options.min_request_timeout).complete()
