@@ -171,3 +171,8 @@ def test_etcd_calls_bench() -> None:
     assert re.search(r"^aio\s+\d", out, re.MULTILINE) and re.search(r"^sync\s+\d", out,
                                                                    re.MULTILINE), out
     assert "sync/aio CPU per call" in out
+
+
+def test_chain_bench() -> None:
+    out = run_bench("chain.py", "--requests", "200", "--rounds", "2", "--concurrency", "4")
+    assert re.search(r"^median \d+\.\d us", out, re.MULTILINE), out
