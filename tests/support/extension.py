@@ -54,8 +54,10 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {IDENTITY}}}
 class WardleProcess:
     """``python -m examples.wardle`` on a free port, for ``gateway``."""
 
-    def __init__(self, workdir: Path, gateway: GatewayProcess) -> None:
+    def __init__(self, workdir: Path, gateway: GatewayProcess, *extra: str) -> None:
         self.workdir = workdir
+        #: More flags (e.g. --etcd-servers; the store is SQLite in the workdir otherwise).
+        self.extra = list(extra)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.gateway = gateway
         self.port = free_port()
@@ -86,7 +88,7 @@ class WardleProcess:
                 "--tls-private-key-file", str(self.serving.key),
                 "--authentication-kubeconfig", str(self.kubeconfig),
                 "--authorization-kubeconfig", str(self.kubeconfig),
-                "--data-dir", str(self.workdir / "data")]
+                "--data-dir", str(self.workdir / "data"), *self.extra]
 
     def start(self) -> WardleProcess:
         self.gateway.kubectl("apply", "-f", "-", input=DELEGATION_RBAC)
