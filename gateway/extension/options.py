@@ -33,6 +33,7 @@ class ExtensionOptions:
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
     cert_dir: Path = Path("apiserver.local.config/certificates")
+    kubeconfig: Path | None = None
     authentication_kubeconfig: Path | None = None
     authorization_kubeconfig: Path | None = None
     authentication_tolerate_lookup_failure: bool = False
@@ -41,6 +42,7 @@ class ExtensionOptions:
     authorization_webhook_cache_unauthorized_ttl: float = DENY_CACHE_TTL
     authorization_always_allow_paths: list[str] = field(
         default_factory=lambda: list(ALWAYS_ALLOW_PATHS))
+    disable_admission_plugins: list[str] = field(default_factory=list)
     etcd_servers: list[str] = field(default_factory=list)
     etcd_prefix: str = ""
     etcd_cafile: Path | None = None
@@ -59,6 +61,11 @@ class ExtensionOptions:
         if not cert.exists() or not key.exists():
             self_signed(cert, key, ["localhost", "127.0.0.1", self.bind_address])
         return cert, key
+
+
+#: kube's RecommendedOptions' admission plugins, in their order.
+ADMISSION_PLUGINS = ("NamespaceLifecycle", "MutatingAdmissionWebhook",
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook")
 
 
 def _csv(value: str) -> list[str]:
@@ -92,6 +99,13 @@ def add_flags(parser: argparse.ArgumentParser, *, etcd_prefix: str = "") -> None
                        default=d.authorization_webhook_cache_authorized_ttl)
     authz.add_argument("--authorization-webhook-cache-unauthorized-ttl", type=parse_duration,
                        default=d.authorization_webhook_cache_unauthorized_ttl)
+    admission = parser.add_argument_group("admission")
+    admission.add_argument("--kubeconfig", type=Path,
+                           help="kubeconfig of the core server whose namespaces, webhooks and "
+                                "ValidatingAdmissionPolicies admission reads (default: "
+                                "--authentication-kubeconfig's, else in-cluster)")
+    admission.add_argument("--disable-admission-plugins", type=_csv, default=[],
+                           help=f"of {', '.join(ADMISSION_PLUGINS)} (all on by default)")
     storage = parser.add_argument_group("storage")
     storage.add_argument("--etcd-servers", type=_csv, default=[])
     storage.add_argument("--etcd-prefix", default=etcd_prefix)

@@ -23,15 +23,23 @@ from gateway.admission.chain import AdmissionChain
 from gateway.apimachinery import status
 from gateway.apimachinery.dynamicfile import FileWatcher
 from gateway.apimachinery.requestinfo import RequestInfo
+from gateway.apis.admissionregistration.policies import (
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
+)
+from gateway.apis.admissionregistration.webhooks import MUTATING, VALIDATING
+from gateway.apis.core.namespaces import NAMESPACES
 from gateway.auth.authn.x509 import parse_ca_bundle
 from gateway.auth.decisions import uncached
+from gateway.controlplane.admission import new_admission
 from gateway.endpoints.handlers import ResourceEndpoints, SubresourceFactory, json_response
 from gateway.endpoints.handlers import SubresourceHandler as EndpointHandler
 from gateway.extension.api import APIGroup, Object, Objects, SubresourceHandler
 from gateway.extension.authn import DelegatedAuthentication
 from gateway.extension.authz import SubjectAccessReviewer, delegated_authorizer
 from gateway.extension.kubeclient import KubeClient, client_config
-from gateway.extension.options import ExtensionOptions
+from gateway.extension.options import ADMISSION_PLUGINS, ExtensionOptions
+from gateway.extension.remote import DNSServiceResolver, RemoteStorage
 from gateway.extension.resources import AdmissionHooks, served_resources
 from gateway.registry.options import StoreOptions
 from gateway.registry.store import RESTStore
@@ -47,15 +55,23 @@ from gateway.server.filters.recovery import with_panic_recovery
 from gateway.server.filters.requestid import with_request_id
 from gateway.server.filters.requestinfo import with_request_info
 from gateway.server.httpserver import GoServer
+from gateway.server.lifecycle import Start
 from gateway.server.metrics import Metrics
 from gateway.server.openapi import OpenAPI
 from gateway.server.request import ChainHandler, Request, Response
 from gateway.server.tls import ServingTLS, serving_pair_file
 from gateway.storage.factory import StorageFactory, wait_until_reachable
 from gateway.storage.interface import Storage
+from gateway.transport.clients import ClientManager
 from gateway.version import version_info
 
 log = structlog.get_logger(__name__)
+
+#: The core server's resources admission reads (kube's shared informers of an extension
+#: apiserver).
+CORE_RESOURCES = (NAMESPACES, MUTATING, VALIDATING, VALIDATING_ADMISSION_POLICIES,
+                  VALIDATING_ADMISSION_POLICY_BINDINGS)
+INFORMERS_HOOK = "poststarthook/start-extension-apiserver-informers"
 
 
 
@@ -88,12 +104,13 @@ class ExtensionServer:
                                       on_terminated=self.metrics.watcher_terminated)
         #: One store per resource (any of its versions: they share the stored objects).
         self.stores: dict[tuple[str, str], RESTStore] = {}
-        hooks = AdmissionHooks(self.groups, Objects(self._cached_objects))
-        admission = AdmissionChain(mutating=[hooks.mutating], validating=[hooks.validating])
+        self.core_client = KubeClient(client_config(
+            options.kubeconfig or options.authentication_kubeconfig))
         # the generic apiserver's config, as the gateway's own servers are built from
-        self.config = Config(StoreOptions(self.factory, admission=admission),
+        self.config = Config(self._store_options(),
                              min_request_timeout=options.min_request_timeout).complete()
         self.lifecycle = self.config.lifecycle
+        self.lifecycle.add_post_start_hook(INFORMERS_HOOK, self._start_core_informers)
         self.stopping = self.config.stopping
         self.server = self.config.new(name)
         for group in self.groups:
@@ -125,6 +142,38 @@ class ExtensionServer:
             options.authorization_always_allow_paths)
         self.in_flight = InFlightRequests()
         self.files = FileWatcher()
+
+    def _store_options(self) -> StoreOptions:
+        """Admission as kube's RecommendedOptions have it: NamespaceLifecycle, the mutating
+        webhooks, ValidatingAdmissionPolicies and the validating webhooks of the core server
+        (read into watch caches over it, ``RemoteStorage``), with the declared hooks: the
+        mutating ones after the webhooks, the validating ones first."""
+        disabled = set(self.options.disable_admission_plugins)
+        unknown = disabled - set(ADMISSION_PLUGINS)
+        if unknown:
+            raise ValueError(f"--disable-admission-plugins: unknown {sorted(unknown)}; "
+                             f"known: {', '.join(ADMISSION_PLUGINS)}")
+        self.core_factory = StorageFactory(RemoteStorage(self.core_client, CORE_RESOURCES))
+        self.clients = ClientManager()
+        core = new_admission(self.core_factory, resolver=DNSServiceResolver(),
+                             clients=self.clients,
+                             authorize=lambda attributes: self.authorize(attributes),
+                             servers=lambda: self.config.servers)
+        hooks = AdmissionHooks(self.groups, Objects(self._cached_objects))
+        on = {name: name not in disabled for name in ADMISSION_PLUGINS}
+        chain = AdmissionChain(
+            mutating=[*([core.webhooks] if on["MutatingAdmissionWebhook"] else []),
+                      hooks.mutating],
+            validating=[hooks.validating,
+                        *([core.policies] if on["ValidatingAdmissionPolicy"] else []),
+                        *([core.webhooks] if on["ValidatingAdmissionWebhook"] else [])])
+        return StoreOptions(self.factory, admission=chain,
+                            create_admission=core.store_options.create_admission
+                            if on["NamespaceLifecycle"] else None)
+
+    async def _start_core_informers(self, start: Start) -> None:
+        """The core server's objects admission reads, listed and watched."""
+        await self.core_factory.start_caches()
 
     def _cached_objects(self, plural: str) -> list[Object]:
         """A resource's objects from its watch cache (storage version), for admission."""
@@ -191,8 +240,10 @@ class ExtensionServer:
 
     async def stop(self) -> None:
         await self.lifecycle.stop()
-        for client in (self.authn_client, self.authz_client):
+        for client in (self.authn_client, self.authz_client, self.core_client):
             await client.close()
+        await self.clients.close()
+        await self.core_factory.close()
         await self.factory.close()
         await self.storage.close()
 

@@ -20,6 +20,7 @@ from tests.support.certs import CLIENT_AUTH, Issuer, issue_pair, pem
 from tests.support.extension import GROUP, VERSIONS, WardleProcess
 from tests.support.gateway import GatewayProcess, token_gateway
 from tests.support.wait import eventually
+from tests.support.webhook import WebhookServer
 
 pytestmark = pytest.mark.slow
 
@@ -275,3 +276,82 @@ def test_a_new_front_proxy_ca_in_the_configmap_counts_at_once(
         return True
 
     eventually(trusted, timeout=10, what="the new front-proxy CA trusted")
+
+
+def test_namespace_lifecycle_reads_the_core_servers_namespaces(
+        gw: GatewayProcess, wardle: WardleProcess) -> None:
+    """kube's NamespaceLifecycle in the backend, over the gateway's namespaces: no flunder in
+    a namespace the gateway does not have (404); one made a moment ago counts."""
+    flunder = {"apiVersion": f"{GROUP}/v1beta1", "kind": "Flunder", "metadata": {"name": "f"}}
+    code, body = gw.request("POST", f"/apis/{GROUP}/v1beta1/namespaces/nowhere/flunders",
+                            flunder)
+    assert code == 404 and json.loads(body)["message"] == 'namespaces "nowhere" not found', body
+    kubectl(gw, "create", "namespace", "just-made")
+    code, body = gw.request("POST", f"/apis/{GROUP}/v1beta1/namespaces/just-made/flunders",
+                            flunder)
+    assert code == 201, body
+
+
+POLICY = f"""
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: no-policed-flunders}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [{GROUP}], apiVersions: ["*"], operations: [CREATE], resources: [flunders]}}
+  validations:
+  - {{expression: "object.metadata.name != 'policed'", message: the policy refuses this name}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: no-policed-flunders}}
+spec: {{policyName: no-policed-flunders, validationActions: [Deny]}}
+"""
+
+
+def test_the_core_servers_admission_policies_and_webhooks_apply(
+        gw: GatewayProcess, wardle: WardleProcess, tmp_path: Path) -> None:
+    """A ValidatingAdmissionPolicy and a mutating webhook configured in the gateway, for
+    flunders: the gateway only proxies flunders, so what refuses or changes them is the
+    backend, which follows the gateway's configurations as kube's extension apiservers do."""
+    kubectl(gw, "apply", "-f", "-", input=POLICY)
+
+    def refused() -> bool:
+        out = kubectl(gw, "create", "--dry-run=server", "-f", "-", check=False,
+                      input=FLUNDER.format(name="policed", reference="p"))
+        assert ("ValidatingAdmissionPolicy 'no-policed-flunders' with binding "
+                "'no-policed-flunders' denied request: the policy refuses this name"
+                ) in out.stderr, out.stderr
+        return True
+
+    eventually(refused, timeout=15, what="the policy applied by the backend")
+    with WebhookServer(tmp_path) as hooks:
+        kubectl(gw, "apply", "-f", "-", input=f"""
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: label-flunders}}
+webhooks:
+- name: label.wardle.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {{url: "https://127.0.0.1:{hooks.port}/mutate", caBundle: {hooks.ca_bundle}}}
+  objectSelector: {{matchLabels: {{hooked: "yes"}}}}
+  rules:
+  - {{apiGroups: [{GROUP}], apiVersions: ["*"], operations: [CREATE], resources: [flunders]}}
+""")
+        doc = FLUNDER.format(name="hooked", reference="h").replace(
+            "namespace: default}", "namespace: default, labels: {hooked: 'yes'}}")
+
+        def mutated() -> bool:
+            out = kubectl(gw, "create", "--dry-run=server", "-o", "json", "-f", "-", input=doc)
+            assert json.loads(out.stdout)["metadata"]["labels"].get("mutated") == "yes"
+            return True
+
+        eventually(mutated, timeout=15, what="the webhook called by the backend")
+        review = hooks.received("/mutate")[-1]["request"]
+        assert review["resource"] == {"group": GROUP, "version": "v1alpha1",
+                                      "resource": "flunders"}
+        assert review["userInfo"]["username"] == "admin"
+        kubectl(gw, "delete", "mutatingwebhookconfiguration", "label-flunders")

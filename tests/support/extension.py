@@ -32,8 +32,25 @@ GROUP = "wardle.example.com"
 VERSIONS = ("v1alpha1", "v1beta1")
 NAME, NAMESPACE = "api", "wardle"
 IDENTITY = "wardle-apiserver"
-#: What the sample-apiserver's deployment binds its service account to.
+#: What the sample-apiserver's deployment binds its service account to: delegation, and
+#: reading what its admission reads (namespaces, webhook configurations, policies).
 DELEGATION_RBAC = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: wardle:admission-reader}}
+rules:
+- {{apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations,
+              validatingadmissionpolicies, validatingadmissionpolicybindings]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: wardle:admission-reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wardle:admission-reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {IDENTITY}}}]
+---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {{name: wardle:system:auth-delegator}}
