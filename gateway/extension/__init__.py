@@ -43,11 +43,13 @@ from gateway.extension.api import (
     Subresource,
     Version,
 )
+from gateway.extension.authn import AuthenticationStartError
 from gateway.extension.kubeclient import KubeConfigError
 from gateway.extension.options import ExtensionOptions, add_flags, from_args
 from gateway.extension.server import ExtensionServer
 from gateway.registry.admission import Attributes
 from gateway.registry.validation import invalid, not_supported, required  # kube's field errors
+from gateway.storage.errors import StorageError
 
 __all__ = ["APIGroup", "Attributes", "Cause", "ExtensionOptions", "ExtensionServer", "Objects",
            "Resource", "StatusError", "Strategy", "Subresource", "Version", "invalid",
@@ -74,5 +76,10 @@ def serve(groups: Sequence[APIGroup], argv: Sequence[str] | None = None, *,
         server = ExtensionServer(groups, options)
     except (KubeConfigError, OSError, ValueError) as err:
         sys.exit(f"error: {err}")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.run())
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(server.run())
+    except (AuthenticationStartError, StorageError) as err:
+        sys.exit(f"error: {err}")
+    except OSError as err:  # the port
+        sys.exit(f"error: --secure-port {options.secure_port}: {err.strerror or err}")

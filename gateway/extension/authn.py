@@ -53,6 +53,10 @@ CONFIGMAP_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{CONFIGMAP}"
 TOKEN_CACHE_TTL = 10.0
 
 
+class AuthenticationStartError(Exception):
+    """The ConfigMap could not be read at start (and failures are not tolerated)."""
+
+
 class ConfigMapCA(FileContent[CABundle]):
     """A CA bundle held in a ConfigMap key rather than a file: FileContent's interface (the
     ``value``, its ``generation``, ``on_change``), which the certificate verifier and the
@@ -149,21 +153,18 @@ class DelegatedAuthentication:
             return
         try:
             configmap = await self.client.request("GET", CONFIGMAP_PATH)
-        except APIError as err:
-            if err.code == 404:  # kube: no ConfigMap, no front proxy and no client CA
+        except (APIError, aiohttp.ClientError, TimeoutError) as err:
+            if isinstance(err, APIError) and err.code == 404:
+                # kube: no ConfigMap, no front proxy and no client CA
                 log.warning("no kube-system/extension-apiserver-authentication: front-proxy "
                             "and client certificate authentication are off until it appears")
-                configmap = {}
             elif self.tolerate_lookup_failure:
                 log.warning("cannot read the authentication ConfigMap; tolerated",
                             error=str(err))
-                configmap = {}
-            else:
-                raise
-        except (aiohttp.ClientError, TimeoutError) as err:
-            if not self.tolerate_lookup_failure:
-                raise
-            log.warning("cannot read the authentication ConfigMap; tolerated", error=str(err))
+            else:  # kube's words
+                raise AuthenticationStartError(
+                    "unable to load configmap based request-header-client-ca-file: "
+                    f"{err}") from None
             configmap = {}
         self._apply(configmap)
         self.synced.set()

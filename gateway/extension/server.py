@@ -253,7 +253,11 @@ class ExtensionServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
         cas = self.authentication.handshake_cas
         serving = ServingTLS(self.serving_pair, [cas] if cas is not None else [])
         self.files.watch(self.serving_pair)
@@ -262,7 +266,12 @@ class ExtensionServer:
         await runner.setup()
         site = web.TCPSite(runner, self.options.bind_address, self.options.secure_port,
                            ssl_context=serving.context, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            await self.stop()
+            raise
         log.info("serving securely", address=self.options.bind_address,
                  port=self.options.secure_port)
         await self.lifecycle.start(self._post_start())
