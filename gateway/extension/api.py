@@ -91,10 +91,12 @@ class Version:
 
 @dataclass(frozen=True)
 class Subresource:
-    """A subresource served by a handler of one's own (``status`` is built in)."""
+    """A subresource served by a handler of one's own (``status`` is built in): every method
+    on ``.../<plural>/<name>/<subresource>`` goes to ``handler``, authorized first as kube
+    authorizes it (the request's verb on ``<plural>/<subresource>``); discovery lists it
+    (with the verb ``get``), OpenAPI does not describe it."""
 
     handler: SubresourceHandler
-    verbs: tuple[str, ...] = ("get",)
 
 
 @dataclass(frozen=True)

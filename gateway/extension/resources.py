@@ -139,8 +139,10 @@ def served_resources(group: APIGroup) -> Iterator[ServedResource]:
         versions = served_versions(crd)
         names = functools.partial(tuple, [v.version for v in versions])
         for served in versions:
+            resource = resource_of(served)
             resource = dataclasses.replace(
-                resource_of(served), strategy=HookStrategy(served, declared.strategy))
+                resource, strategy=HookStrategy(served, declared.strategy),
+                subresources=(*resource.subresources, *declared.subresources))
             layer = CustomResourceVersion(resource, served, converter,
                                           siblings=names)
             by_version.setdefault(served.version, []).append(

@@ -6,21 +6,35 @@ the whole server behind a real gateway is tests/e2e/test_extension_wardle.py).""
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from examples.wardle import WARDLE, convert_flunder
 from gateway.apiextensions.conversion import ConversionError
+from gateway.apimachinery.requestinfo import RequestInfo
 from gateway.apimachinery.user import UserInfo
 from gateway.auth.authn import AuthenticationError
 from gateway.auth.authorizer import Attributes, Decision
-from gateway.extension import APIGroup, Resource, Strategy, Version, invalid
+from gateway.extension import (
+    APIGroup,
+    ExtensionOptions,
+    ExtensionServer,
+    Resource,
+    Strategy,
+    Subresource,
+    Version,
+    invalid,
+)
 from gateway.extension.authn import AuthenticationInfo, CachedTokenReview, DelegatedAuthentication
 from gateway.extension.authz import SubjectAccessReviewer, delegated_authorizer, review_spec
 from gateway.extension.kubeclient import ClientConfig, KubeClient
 from gateway.extension.resources import HookConverter, served_resources
+from gateway.server.discovery import api_resource_list
 from tests.support.certs import Issuer, pem
 
 SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
@@ -223,3 +237,39 @@ async def test_token_reviews_are_kept_for_their_ttl_refusals_too(core: Any) -> N
     del server.tokens["t"]
     assert (await tokens.authenticate("t")).user.name == "alice"
     assert len(server.calls) == 2
+
+
+async def test_a_declared_subresource_is_routed_to_its_handler_and_listed(
+        tmp_path: Path) -> None:
+    """Built (no call out yet: the kubeconfig's server is never dialled), the server routes
+    ``widgets/<name>/echo`` to the declared handler with the resource's store, and lists it
+    in discovery beside the status subresource."""
+    seen: list[tuple[str, str, str]] = []
+
+    async def echo(request: Any, info: Any, store: Any) -> web.Response:
+        seen.append((info.name, info.subresource, store.resource.plural))
+        return web.json_response({"name": info.name})
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "current-context": "c", "contexts": [{"name": "c", "context": {"cluster": "k"}}],
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}]}))
+    group = APIGroup("example.com", [Resource(
+        "Widget", "widgets", status=True, versions=[Version("v1", SCHEMA, storage=True)],
+        subresources={"echo": Subresource(echo)})])
+    server = ExtensionServer([group], ExtensionOptions(
+        authentication_kubeconfig=kubeconfig, authorization_kubeconfig=kubeconfig,
+        cert_dir=tmp_path / "certs", data_dir=tmp_path / "data"))
+    try:
+        endpoints = server.server.resources[("example.com", "v1", "widgets")]
+        info = RequestInfo(is_resource_request=True, path="/apis/example.com/v1/namespaces/"
+                           "default/widgets/w/echo", verb="get", api_prefix="apis",
+                           api_group="example.com", api_version="v1", namespace="default",
+                           resource="widgets", subresource="echo", name="w")
+        response = await endpoints(make_mocked_request("GET", info.path), info)
+        assert response.status == 200 and seen == [("w", "echo", "widgets")]
+        listed = api_resource_list(server.server.groups["example.com"], "v1")["resources"]
+        assert [(r["name"], r["verbs"]) for r in listed[1:]] == [
+            ("widgets/status", ["get", "patch", "update"]), ("widgets/echo", ["get"])]
+    finally:
+        await server.stop()
