@@ -140,6 +140,8 @@ class DelegatedAuthentication:
         self.handshake_cas: ConfigMapCA | None = None
         self.tokens = CachedTokenReview(client, token_cache_ttl) if client else None
         self._resource_version = ""
+        #: Per CA content (which follows its key's changes itself) and front-proxy names.
+        self._authenticators: dict[tuple[int, RequestHeaderConfig | None], Authenticator] = {}
 
     @property
     def front_proxy(self) -> RequestHeaderConfig:
@@ -239,13 +241,23 @@ class DelegatedAuthentication:
         ca = self.requestheader_ca
         if ca is None or not self.info.requestheader_ca:
             return None
-        return await _request_header(ca, self._front_proxy)(request)
+        key = (id(ca), self._front_proxy)  # new allowed names: a new authenticator
+        authenticator = self._authenticators.get(key)
+        if authenticator is None:
+            authenticator = self._authenticators[key] = request_header_authenticator(
+                CertificateVerifier(ca), self._front_proxy)
+        return await authenticator(request)
 
     async def _client_certificate(self, request: Request) -> Authenticated | None:
         ca = self.client_ca
         if ca is None or not self.info.client_ca:
             return None
-        return await _x509(ca)(request)
+        key = (id(ca), None)
+        authenticator = self._authenticators.get(key)
+        if authenticator is None:
+            authenticator = self._authenticators[key] = x509_authenticator(
+                CertificateVerifier(ca))
+        return await authenticator(request)
 
     async def _token(self, request: Request) -> Authenticated | None:
         token = bearer_token(request)
@@ -264,27 +276,6 @@ def _follow(current: ConfigMapCA | None, name: str, bundle: CABundle | None
         return ConfigMapCA(f"{CONFIGMAP}::{name}", bundle)
     current.set(bundle)
     return current
-
-
-_AUTHENTICATORS: dict[tuple[int, Any], Authenticator] = {}
-
-
-def _request_header(ca: ConfigMapCA, config: RequestHeaderConfig) -> Authenticator:
-    """One authenticator (and verifier cache) per content and configuration."""
-    key = (id(ca), config)
-    found = _AUTHENTICATORS.get(key)
-    if found is None:
-        found = _AUTHENTICATORS[key] = request_header_authenticator(
-            CertificateVerifier(ca), config)
-    return found
-
-
-def _x509(ca: ConfigMapCA) -> Authenticator:
-    key = (id(ca), "x509")
-    found = _AUTHENTICATORS.get(key)
-    if found is None:
-        found = _AUTHENTICATORS[key] = x509_authenticator(CertificateVerifier(ca))
-    return found
 
 
 class CachedTokenReview:

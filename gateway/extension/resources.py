@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import functools
 from collections.abc import Iterator
+from typing import Any
 
 from gateway.apiextensions.conversion import ConversionError, Converter, NoneConverter
 from gateway.apiextensions.customresource import (
@@ -28,10 +29,8 @@ from gateway.apiextensions.customresource import (
 from gateway.apimachinery.status import Cause
 from gateway.apimachinery.versions import version_rank
 from gateway.extension.api import (
-    Admit,
     APIGroup,
     Convert,
-    Mutate,
     Object,
     Objects,
     Resource,
@@ -152,44 +151,33 @@ def served_resources(group: APIGroup) -> Iterator[ServedResource]:
 
 
 class AdmissionHooks:
-    """The declarations' admission hooks as a mutating and a validating plugin of the
-    admission chain (``mutating``, ``validating``)."""
+    """The declarations' admission hooks, one plugin of the admission chain for each phase:
+    ``AdmissionHooks(groups, objects, mutating=True)`` runs the mutating hooks (``mutate``),
+    else the validating ones (``validate``), of the resource written."""
 
-    def __init__(self, groups: list[APIGroup], objects: Objects) -> None:
-        self.mutating = _Mutating({(group.name, resource.plural): list(resource.mutating_admission)
-                                   for group in groups for resource in group.resources
-                                   if resource.mutating_admission}, objects)
-        self.validating = _Validating({(group.name, resource.plural): list(resource.admission)
-                                       for group in groups for resource in group.resources
-                                       if resource.admission}, objects)
-
-
-class _Validating:
-    def __init__(self, hooks: dict[tuple[str, str], list[Admit]], objects: Objects) -> None:
-        self.hooks = hooks
+    def __init__(self, groups: list[APIGroup], objects: Objects, *, mutating: bool) -> None:
         self.objects = objects
+        self.hooks: dict[tuple[str, str], list[Any]] = {}
+        for group in groups:
+            for resource in group.resources:
+                hooks = resource.mutating_admission if mutating else resource.admission
+                if hooks:
+                    self.hooks[(group.name, resource.plural)] = list(hooks)
 
     @property
     def configured(self) -> bool:
         return bool(self.hooks)
+
+    def _of(self, attrs: Attributes) -> list[Any]:
+        return self.hooks.get((attrs.resource.group, attrs.resource.plural), [])
 
     async def validate(self, attrs: Attributes) -> None:
-        for hook in self.hooks.get((attrs.resource.group, attrs.resource.plural), ()):
+        for hook in self._of(attrs):
             await hook(attrs, self.objects)
-
-
-class _Mutating:
-    def __init__(self, hooks: dict[tuple[str, str], list[Mutate]], objects: Objects) -> None:
-        self.hooks = hooks
-        self.objects = objects
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.hooks)
 
     async def mutate(self, attrs: Attributes) -> Object | None:
         changed = None
-        for hook in self.hooks.get((attrs.resource.group, attrs.resource.plural), ()):
+        for hook in self._of(attrs):
             result = await hook(attrs, self.objects)
             if result is not None:
                 attrs.obj = changed = result

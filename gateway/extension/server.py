@@ -159,12 +159,12 @@ class ExtensionServer:
                              clients=self.clients,
                              authorize=lambda attributes: self.authorize(attributes),
                              servers=lambda: self.config.servers)
-        hooks = AdmissionHooks(self.groups, Objects(self._cached_objects))
+        objects = Objects(self._cached_objects)
         on = {name: name not in disabled for name in ADMISSION_PLUGINS}
         chain = AdmissionChain(
             mutating=[*([core.webhooks] if on["MutatingAdmissionWebhook"] else []),
-                      hooks.mutating],
-            validating=[hooks.validating,
+                      AdmissionHooks(self.groups, objects, mutating=True)],
+            validating=[AdmissionHooks(self.groups, objects, mutating=False),
                         *([core.policies] if on["ValidatingAdmissionPolicy"] else []),
                         *([core.webhooks] if on["ValidatingAdmissionWebhook"] else [])])
         return StoreOptions(self.factory, admission=chain,
