@@ -155,9 +155,14 @@ class KubeClient:
                 total=None, sock_connect=self.timeout)) as resp:
             if resp.status >= 300:
                 raise APIError(resp.status, await resp.read())
-            async for line in resp.content:
-                if line.strip():
-                    yield json.loads(line)
+            pending = bytearray()  # events split on newlines, however long (no line limit)
+            async for chunk in resp.content.iter_any():
+                pending += chunk
+                while (end := pending.find(b"\n")) >= 0:
+                    line = bytes(pending[:end])
+                    del pending[:end + 1]
+                    if line.strip():
+                        yield json.loads(line)
 
     async def close(self) -> None:
         if self._session is not None:
