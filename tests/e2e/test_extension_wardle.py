@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.certs import CLIENT_AUTH, Issuer, issue_pair, pem
+from tests.support.certs import CLIENT_AUTH, Issuer, Pair, issue_pair, pem
 from tests.support.extension import GROUP, VERSIONS, WardleProcess
 from tests.support.gateway import GatewayProcess, token_gateway
 from tests.support.wait import eventually
@@ -244,6 +244,12 @@ def test_rbac_is_enforced_by_the_backends_subject_access_review(
     assert code == 403 and 'User "token-viewer" cannot create' in json.loads(body)["message"]
     code, body, _ = wardle.request("GET", FLUNDERS, token="not-a-token")
     assert code == 401, body
+    # a client certificate of the gateway's client CA (the ConfigMap's client-ca-file): the
+    # admin's, in system:masters
+    admin = Pair(gw.cert_dir / "admin.crt", gw.cert_dir / "admin.key")
+    code, body, _ = wardle.request("POST", FLUNDERS, {**flunder, "metadata": {"name": "by-cert"}},
+                                   cert=admin)
+    assert code == 201, body  # anonymous, it would be 403 (below)
     code, body, _ = wardle.request("GET", FLUNDERS)
     assert code == 403 and 'User "system:anonymous"' in json.loads(body)["message"]
     code, _, _ = wardle.request("GET", "/healthz")

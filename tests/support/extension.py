@@ -167,21 +167,22 @@ class WardleProcess:
         return yaml.safe_dump_all(docs)
 
     def request(self, method: str, path: str, body: Any = None, *, user: str = "",
-                groups: tuple[str, ...] = (), token: str = "", proxy: Pair | None = None
-                ) -> tuple[int, bytes, dict]:
+                groups: tuple[str, ...] = (), token: str = "", proxy: Pair | None = None,
+                cert: Pair | None = None) -> tuple[int, bytes, dict]:
         """Straight to the server: as a front proxy naming ``user`` (the gateway's front-proxy
-        client certificate, or ``proxy``, and X-Remote-User), with a bearer ``token``, or
-        anonymous."""
+        client certificate, or ``proxy``, and X-Remote-User), with a client ``cert``, with a
+        bearer ``token``, or anonymous."""
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if user:
             certs = self.gateway.cert_dir
-            proxy = proxy or Pair(certs / "front-proxy-client.crt",
-                                  certs / "front-proxy-client.key")
-            ctx.load_cert_chain(str(proxy.cert), str(proxy.key))
+            cert = proxy or Pair(certs / "front-proxy-client.crt",
+                                 certs / "front-proxy-client.key")
             headers["X-Remote-User"] = user
             for group in groups:
                 headers.setdefault("X-Remote-Group", group)  # one is enough here
+        if cert is not None:
+            ctx.load_cert_chain(str(cert.cert), str(cert.key))
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = None if body is None else json.dumps(body).encode()
