@@ -169,14 +169,17 @@ def test_watch_through_the_gateway(gw: GatewayProcess, wardle: WardleProcess) ->
          "-o", "name"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert watch.stdout is not None
-        lines = []
-        while f"flunder.{GROUP}/before-watch" not in lines:
-            lines.append(watch.stdout.readline().strip())
+        lines: list[str] = []
+
+        def read_until(name: str) -> None:
+            while f"flunder.{GROUP}/{name}" not in lines:
+                line = watch.stdout.readline() if watch.stdout else ""
+                assert line, f"the watch ended: {watch.stderr.read() if watch.stderr else ''}"
+                lines.append(line.strip())
+
+        read_until("before-watch")  # the list kubectl starts with: the watch is open next
         kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="watched", reference="w"))
-        while f"flunder.{GROUP}/watched" not in lines:
-            line = watch.stdout.readline()
-            assert line, f"the watch ended: {watch.stderr.read() if watch.stderr else ''}"
-            lines.append(line.strip())
+        read_until("watched")
     finally:
         watch.kill()
         watch.wait()
