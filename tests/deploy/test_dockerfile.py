@@ -222,7 +222,10 @@ def test_build_context_holds_what_the_dockerfiles_copy_and_nothing_secret() -> N
     assert "gateway/cli.py" in files
     for path in files:
         top = path.split("/")[0]
-        assert top in {"pyproject.toml", "setup.py", "README.md", "gateway", "tests"}, path
+        assert top in {"pyproject.toml", "setup.py", "README.md", "gateway", "examples"}, path
         assert not path.endswith((".key", ".kubeconfig", ".db")), path
-    assert {f for f in files if f.startswith("tests/")} == {
-        "tests/__init__.py", "tests/support/__init__.py", "tests/support/backend.py"}
+    # the kind example's image: examples/wardle, whose every module it copies
+    example = {"examples/__init__.py", *(str(path.relative_to(ROOT)) for path in
+                                        (ROOT / "examples" / "wardle").rglob("*.py"))}
+    assert {f for f in files if f.startswith("examples/")} == example
+    assert set(copy_sources(EXAMPLE_DOCKERFILE)) == example

@@ -6,18 +6,22 @@ and volumes), then checked from outside with kubectl:
 - the image: no compiler anywhere in it, the compiled proxy extension in it, a numeric non-root
   user (the chart's), its HEALTHCHECK in the image config;
 - the chart's embedded mode: /readyz, kubectl over an admin client certificate, the HEALTHCHECK
-  passing (and failing against a port nothing listens on), the example backend's container
-  served through the gateway's container over the chart's proxy-client certificate, and a
-  ConfigMap still there after the container is stopped (SIGTERM, exit 0 within the grace
-  period) and a new one started on the same data volume;
+  passing (and failing against a port nothing listens on); the kind example's container
+  (examples/wardle) with the identity and kubeconfig up.sh's step 6 gives it in the gateway,
+  delegating to the gateway's container (the front-proxy CA, SubjectAccessReviews, admission)
+  and served through it over the chart's proxy-client certificate: kubectl gets and applies
+  flunders in both versions, RBAC in the gateway decides who may; and a ConfigMap still there
+  after the gateway's container is stopped (SIGTERM, exit 0 within the grace period) and a new
+  one started on the same data volume, the example served through the new one;
 - the chart's etcd mode: a TLS etcd (client certificates required) reached under the chart's
   endpoint names, the ConfigMap found in etcd under the chart's prefix;
 - the image run as the docs say (`docker run` with two volumes): its own entrypoint, the
   development PKI and its admin kubeconfig.
 
 Only the network differs from a cluster: the container's ports are published on free
-127.0.0.1 ports, the Service names the gateway dials (etcd's, the backend's) resolve to the
-host's loopback, and the backend's APIService names its published port instead of 443.
+127.0.0.1 ports, the Service names the containers dial (etcd's, the example's, the gateway's)
+resolve to the host's loopback, and the example's APIServices and kubeconfig name the published
+ports instead of 443.
 
 podman must work (root, runc: tests/support/podman.py); when it cannot, these tests fail with
 the reason. The first build on a machine takes minutes (the base image, apt and PyPI); later
@@ -45,6 +49,7 @@ import yaml
 
 from tests.deploy import helm
 from tests.deploy.pod import Objects, Pod, objects_of, pod_of
+from tests.deploy.test_kind import run_identity_step
 from tests.support import podman
 from tests.support.certs import CLIENT_AUTH, SERVER_AUTH, Issuer, issue_pair, pem
 from tests.support.etcd import EtcdCluster, etcd_binary, member_names
@@ -58,6 +63,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 EXAMPLE_DOCKERFILE = ROOT / "deploy" / "kind" / "example" / "Dockerfile"
 EXAMPLE_MANIFEST = ROOT / "deploy" / "kind" / "example" / "wardle-apiserver.yaml"
+KIND_VALUES = ROOT / "deploy" / "kind" / "values.yaml"
 GATEWAY_TAG = "localhost/gateway:image-test"
 WARDLE_TAG = "localhost/wardle-apiserver:image-test"
 SERVER_NAME = f"{helm.RELEASE}-gateway.{helm.NAMESPACE}.svc"
@@ -65,6 +71,27 @@ WARDLE_SERVICE = "wardle-apiserver.wardle.svc"
 CLIENT_CA_SECRET = "gateway-client-ca"
 ETCD_SECRET = "gateway-etcd-client"
 ADMIN = "image-test-admin"
+GROUP = "wardle.example.com"
+#: In the gateway's RBAC, which the example asks by SubjectAccessReview: reader may read
+#: flunders and nothing more.
+FLUNDER_READER = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: flunder-reader}}
+rules: [{{apiGroups: [{GROUP}], resources: [flunders], verbs: [get, list, watch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: flunder-reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flunder-reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: reader}}]
+"""
+FLUNDER = f"""
+apiVersion: {GROUP}/v1alpha1
+kind: Flunder
+metadata: {{name: through-the-image, namespace: default}}
+spec: {{reference: other, referenceType: Flunder}}
+"""
 #: Executables of a C toolchain or Cython, by file name (versioned and triplet-prefixed too).
 COMPILER = re.compile(r"(?:x86_64-linux-gnu-)?(?:gcc|g\+\+|cc|c\+\+|cpp|clang|tcc|cc1|cc1plus"
                       r"|ld|as|cython|cythonize)(?:-\d+)?")
@@ -193,7 +220,8 @@ def wait_ready(container: podman.Container, pod: Pod, context: ssl.SSLContext,
     started = time.monotonic()
 
     def ready() -> bool:
-        assert container.running, f"the container exited:\n{container.logs()}"
+        if not container.running:  # not an AssertionError: no point waiting any longer
+            raise RuntimeError(f"the container exited:\n{container.logs()}")
         try:
             status, body, _ = send(url, "GET", context, timeout=10)
         except OSError as err:
@@ -254,21 +282,29 @@ def start_gateway(workdir: Path, manifests: list[dict[str, Any]], objects: Objec
     return Gateway(container, pod, manifests, workdir, kubeconfig, ca)
 
 
-def start_wardle(workdir: Path, gateway_objects: Objects, pki: PKI, port: int
+def start_wardle(workdir: Path, pki: PKI, port: int, kubeconfig: bytes
                  ) -> tuple[podman.Container, Pod]:
     """The kind example's Deployment (deploy/kind/example/wardle-apiserver.yaml) from its
-    image, with what up.sh creates for it: its serving Secret and the ConfigMap holding the CA
-    of the gateway's proxy client certificate (the chart's Secret)."""
+    image, with the Secrets up.sh creates for it: its serving certificate, and the kubeconfig
+    of its identity in the gateway, whose server is the gateway Service's name (here the
+    host's loopback, where the gateway's container is published)."""
     manifest = [doc for doc in yaml.safe_load_all(EXAMPLE_MANIFEST.read_text()) if doc]
     deployment = helm.one(manifest, "Deployment")
-    objects: Objects = {
-        "Secret": {"wardle-apiserver-serving": {"tls.crt": pki.wardle_cert.read_bytes(),
-                                                "tls.key": pki.wardle_key.read_bytes()}},
-        "ConfigMap": {"gateway-front-proxy-ca": {
-            "ca.crt": gateway_objects["Secret"][f"{helm.RELEASE}-gateway-proxy-client"][
-                "ca.crt"]}}}
-    pod = pod_of(deployment, objects, workdir / "wardle-volumes", ports={8443: port})
+    objects: Objects = {"Secret": {
+        "wardle-apiserver-serving": {"tls.crt": pki.wardle_cert.read_bytes(),
+                                     "tls.key": pki.wardle_key.read_bytes()},
+        "wardle-apiserver-kubeconfig": {"kubeconfig": kubeconfig}}}
+    pod = pod_of(deployment, objects, workdir / "wardle-volumes", services=(SERVER_NAME,),
+                 ports={8443: port})
     return podman.Container(WARDLE_TAG, pod.options, pod.args).start(), pod
+
+
+def kind_api_services(port: int, pki: PKI) -> list[dict[str, Any]]:
+    """deploy/kind/values.yaml's APIServices, naming the example's published port."""
+    entries = yaml.safe_load(KIND_VALUES.read_text())["apiServices"]
+    ca_bundle = base64.b64encode(pki.wardle_ca.read_bytes()).decode()
+    return [{**entry, "service": {**entry["service"], "port": port}, "caBundle": ca_bundle}
+            for entry in entries]
 
 
 def healthcheck_command(image: str) -> list[str]:
@@ -309,29 +345,22 @@ def test_the_image_holds_no_compiler_and_runs_as_the_charts_user(images: Images)
     assert compiled, "gateway/transport/_wire (the Cython extension) is not in the image"
     wardle = podman.inspect_image(WARDLE_TAG)["Config"]
     assert wardle["User"] == config["User"]
-    assert wardle["Entrypoint"] == ["python", "-m", "tests.support.backend"]
+    assert wardle["Entrypoint"] == ["python", "-m", "examples.wardle"]
 
 
 def test_embedded_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: Path) -> None:
     wardle_port = free_port()
-    values = chart_values(apiServices=[{
-        "group": "wardle.example.com", "version": "v1alpha1",
-        "service": {"name": "wardle-apiserver", "namespace": "wardle", "port": wardle_port},
-        "caBundle": base64.b64encode(pki.wardle_ca.read_bytes()).decode(),
-        "groupPriorityMinimum": 1000, "versionPriority": 15}])
-    manifests = helm.render(values)
+    api_services = kind_api_services(wardle_port, pki)
+    manifests = helm.render(chart_values(apiServices=api_services))
     objects = cluster_objects(manifests, pki)
     claim = helm.one(manifests, "PersistentVolumeClaim")["metadata"]["name"]
     claims = {claim: tmp_path / "data-volume"}
     containers: list[podman.Container] = []
     try:
-        wardle, wardle_pod = start_wardle(tmp_path, objects, pki, wardle_port)
-        containers.append(wardle)
         gateway = start_gateway(tmp_path, manifests, objects, pki, claims=claims,
                                 services=(WARDLE_SERVICE,))
         containers.append(gateway.container)
         first_ready = gateway.wait_ready()
-        wait_ready(wardle, wardle_pod, trusting(pki.wardle_ca, WARDLE_SERVICE))
 
         # kubectl over the admin client certificate (the chart's --client-ca-file)
         whoami = json.loads(gateway.kubectl("auth", "whoami", "-o", "json").stdout)
@@ -345,21 +374,46 @@ def test_embedded_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: 
         elsewhere = gateway.container.exec(*command[:-1], command[-1].replace("6443", "6444"))
         assert elsewhere.returncode != 0
 
-        # the example backend's container, registered as the chart's job does it, is served
-        # through the gateway's container, which shows it the chart's proxy-client certificate
+        # what the chart's registration job applies in the gateway (the example's namespace,
+        # Service and APIServices), then up.sh's step 6: the example's identity in the
+        # gateway and the kubeconfig of it, naming the gateway's Service
         applied = gateway.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
             helm.embedded_objects(manifests)))
-        assert "apiservice.apiregistration.k8s.io/v1alpha1.wardle.example.com" in applied.stdout
-        gateway.kubectl("wait", "--for=condition=Available", "--timeout=60s",
-                        "apiservice/v1alpha1.wardle.example.com")
-        gateway.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-            "apiVersion": "wardle.example.com/v1alpha1", "kind": "Flunder",
-            "metadata": {"name": "through-the-image", "namespace": "default"}}))
+        apiservices = [f"{entry['version']}.{GROUP}" for entry in api_services]
+        for name in apiservices:
+            assert f"apiservice.apiregistration.k8s.io/{name}" in applied.stdout
+        state = tmp_path / "kind-state"
+        step = run_identity_step(state, gateway.kubeconfig, gateway.ca, SERVER_NAME,
+                                 gateway.pod.ports[6443])
+        assert step.returncode == 0, step.stderr
+
+        # the example's container, delegating to the gateway's: ready once it has read the
+        # front-proxy CA and the gateway's namespaces, webhooks and policies
+        wardle, wardle_pod = start_wardle(tmp_path, pki, wardle_port,
+                                          (state / "wardle" / "kubeconfig").read_bytes())
+        containers.append(wardle)
+        wait_ready(wardle, wardle_pod, trusting(pki.wardle_ca, WARDLE_SERVICE))
+
+        # served through the gateway's container, which shows it the chart's proxy-client
+        # certificate: kubectl applies and gets flunders, in both versions
+        for name in apiservices:
+            gateway.kubectl("wait", "--for=condition=Available", "--timeout=120s",
+                            f"apiservice/{name}")
+        gateway.kubectl("apply", "-f", "-", input=FLUNDER)
         names = gateway.kubectl("get", "flunders", "-n", "default", "-o", "name").stdout
-        assert names.split() == ["flunder.wardle.example.com/through-the-image"]
-        seen = json.loads(gateway.kubectl("get", "--raw", "/apis/wardle.example.com/v1alpha1/"
-                                          "namespaces/default/flunders/x/whoami").stdout)
-        assert seen["user"] == ADMIN, seen
+        assert names.split() == [f"flunder.{GROUP}/through-the-image"]
+        beta = json.loads(gateway.kubectl("get", f"flunders.v1beta1.{GROUP}",
+                                          "through-the-image", "-n", "default", "-o",
+                                          "json").stdout)
+        assert beta["spec"] == {"referenceType": "Flunder", "flunderReference": "other"}, beta
+        # who may is the gateway's RBAC, asked by the example (SubjectAccessReview)
+        gateway.kubectl("apply", "-f", "-", input=FLUNDER_READER)
+        read = gateway.kubectl("--as=reader", "get", "flunders", "-n", "default", "-o", "name")
+        assert read.stdout.split() == names.split()
+        denied = gateway.kubectl("--as=reader", "apply", "-f", "-", check=False,
+                                 input=FLUNDER.replace("through-the-image", "denied"))
+        assert denied.returncode != 0 and 'User "reader" cannot create' in denied.stderr, \
+            denied.stderr
 
         # the data volume outlives the container: a stop as the kubelet stops it (SIGTERM,
         # then the grace period), and a new container on the same volume
@@ -381,13 +435,21 @@ def test_embedded_mode_as_the_chart_runs_it(images: Images, pki: PKI, tmp_path: 
         survived = after.get("metadata", {}).get("uid") == before["metadata"]["uid"] and \
             after.get("data") == before["data"]
         record(item="1", load="one gateway container (chart: embedded store) and the example "
-                              "backend's container behind it",
+                              "(examples/wardle) container behind it",
                fault="container stopped (SIGTERM) and replaced on the same data volume",
                outcome="ConfigMap kept" if survived else "ConfigMap lost",
                ready_seconds=round(first_ready, 1), stop_seconds=round(stop_seconds, 1),
                ready_after_restart_seconds=round(second_ready, 1))
         assert survived, (before, after)
         assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        # the example, which kept running, delegates to the new container as to the old
+        for name in apiservices:
+            gateway.kubectl("wait", "--for=condition=Available", "--timeout=120s",
+                            f"apiservice/{name}")
+        assert wardle.running, wardle.logs()
+        eventually(lambda: gateway.kubectl("--as=reader", "get", "flunders", "-n", "default",
+                                           "-o", "name").stdout.split() == names.split(),
+                   timeout=60, interval=1, what="flunders through the new gateway as reader")
     finally:
         for container in reversed(containers):
             container.remove()
