@@ -111,6 +111,8 @@ class ExtensionServer:
                              min_request_timeout=options.min_request_timeout).complete()
         self.lifecycle = self.config.lifecycle
         self.lifecycle.add_post_start_hook(INFORMERS_HOOK, self._start_core_informers)
+        # not ready before admission can read namespaces, webhooks and policies
+        self.config.wait_for_caches(self.core_factory)
         self.stopping = self.config.stopping
         self.server = self.config.new(name)
         for group in self.groups:

@@ -62,13 +62,16 @@ class CompletedConfig:
         self.lifecycle = Lifecycle()
         self.servers = config.servers
         factory = self.factory
+        #: The factories whose caches readiness waits for: the store's, and any added with
+        #: ``wait_for_caches``.
+        self.synced: list[StorageFactory] = [factory]
         self.lifecycle.add_post_start_hook(CACHES_HOOK, lambda _: factory.start_caches())
 
         async def check_storage() -> None:
             await asyncio.wait_for(factory.storage.check_health(), STORAGE_CHECK_TIMEOUT)
 
         async def check_caches() -> None:
-            if not factory.caches_ready:
+            if not all(synced.caches_ready for synced in self.synced):
                 raise RuntimeError("watch caches are not synced")
 
         self.lifecycle.add_base_checks(
@@ -79,6 +82,12 @@ class CompletedConfig:
     @property
     def factory(self) -> StorageFactory:
         return self.store_options.factory
+
+    def wait_for_caches(self, factory: StorageFactory) -> None:
+        """/readyz's informer-sync check also waits for ``factory``'s caches (an extension
+        apiserver's informers of its core server, as kube's check covers every informer of
+        the shared factory); whoever owns it starts them."""
+        self.synced.append(factory)
 
     def new(self, name: str, delegate: Handler = not_found_handler) -> GenericAPIServer:
         """A server of the chain handing what it does not serve to ``delegate`` (the server

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.certs import CLIENT_AUTH, Issuer, Pair, issue_pair, pem
-from tests.support.extension import GROUP, VERSIONS, WardleProcess
+from tests.support.extension import DELEGATION_RBAC, GROUP, VERSIONS, WardleProcess
 from tests.support.gateway import GatewayProcess, token_gateway
 from tests.support.wait import eventually
 from tests.support.webhook import WebhookServer
@@ -364,3 +364,36 @@ webhooks:
                                       "resource": "flunders"}
         assert review["userInfo"]["username"] == "admin"
         kubectl(gw, "delete", "mutatingwebhookconfiguration", "label-flunders")
+
+
+def test_not_ready_until_the_core_servers_objects_are_read(tmp_path: Path) -> None:
+    """/readyz's informer-sync check waits for the core server's namespaces, webhooks and
+    policies, which admission reads (as kube's covers the shared informers): with an identity
+    that may not list namespaces the server stays unready, its post-start hooks done, until it
+    may."""
+    rule = '- {apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}\n'
+    assert rule in DELEGATION_RBAC
+    with GatewayProcess(tmp_path / "gateway") as gateway:
+        server = WardleProcess(tmp_path / "wardle", gateway)
+        server.start(rbac=DELEGATION_RBAC.replace(rule, ""), wait=False)
+        try:
+            def readyz() -> tuple[int, bytes]:
+                try:
+                    code, body, _ = server.request("GET", "/readyz?verbose")
+                except OSError as err:  # not listening yet
+                    raise AssertionError(str(err)) from None
+                return code, body
+
+            def unready() -> bool:
+                code, body = readyz()
+                assert b"[+]poststarthook/start-extension-apiserver-informers ok" in body, body
+                assert code == 500 and b"[-]informer-sync failed" in body, body
+                return True
+
+            eventually(unready, timeout=30, what="unready, its informers not synced")
+            gateway.kubectl("apply", "-f", "-", input=DELEGATION_RBAC)
+            eventually(lambda: readyz()[0] == 200, timeout=60, interval=0.2,
+                       what="ready once it may list namespaces")
+        finally:
+            server.stop()
+        assert "Traceback" not in server.log(), server.log()

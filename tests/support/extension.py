@@ -107,14 +107,17 @@ class WardleProcess:
                 "--authorization-kubeconfig", str(self.kubeconfig),
                 "--data-dir", str(self.workdir / "data"), *self.extra]
 
-    def start(self) -> WardleProcess:
-        self.gateway.kubectl("apply", "-f", "-", input=DELEGATION_RBAC)
+    def start(self, *, rbac: str = DELEGATION_RBAC, wait: bool = True) -> WardleProcess:
+        """Its identity's RBAC applied in the gateway, then the server started (and, with
+        ``wait``, ready)."""
+        self.gateway.kubectl("apply", "-f", "-", input=rbac)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
                                          cwd=ROOT, env=env)
-        eventually(self._ready, timeout=30, interval=0.1, what="wardle /readyz")
+        if wait:
+            eventually(self._ready, timeout=30, interval=0.1, what="wardle /readyz")
         return self
 
     def _ready(self) -> bool:
