@@ -18,7 +18,6 @@ import copy
 import json
 import re
 import ssl
-import uuid
 from typing import Any
 
 import orjson
@@ -27,6 +26,7 @@ from gateway.apiextensions.webhookconfig import REVIEW_VERSIONS, ca_bundle_error
 from gateway.apimachinery import status
 from gateway.apimachinery.gowords import TYPE_META_STRUCT, go_quote, json_kind, json_syntax_error
 from gateway.apimachinery.labels import label_value_errors, qualified_name_errors
+from gateway.apimachinery.uuids import new_uuid
 from gateway.transport.clients import ClientManager
 from gateway.transport.resolver import ServiceResolver
 from gateway.transport.webhook import CallFailed, http_error, post, target
@@ -127,7 +127,7 @@ class WebhookConverter(Converter):
             return out
         sent = [objects[i] for i in todo]
         gvk = _gvk_string(sent[0])
-        uid = str(uuid.uuid4())
+        uid = new_uuid()
         try:
             converted = await self._call(uid, sent, to_api_version)
         except _Failed as err:

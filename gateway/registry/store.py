@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import builtins
 import secrets
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -22,6 +21,7 @@ from gateway.apimachinery.clock import now_rfc3339
 from gateway.apimachinery.listoptions import EXACT, ListOptions, resource_version_error
 from gateway.apimachinery.objects import copy_object, drop_nulls
 from gateway.apimachinery.user import UserInfo
+from gateway.apimachinery.uuids import new_uuid
 from gateway.registry.admission import Admitter, Attributes
 from gateway.registry.resource import ResourceDef
 from gateway.registry.validation import (
@@ -449,7 +449,7 @@ class RESTStore:
         if not name:
             raise self._invalid("", [required("metadata.name",
                                               "name or generateName is required")])
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uuid()
         meta["creationTimestamp"] = now_rfc3339()
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
                     "selfLink", "generation"):

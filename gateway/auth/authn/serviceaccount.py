@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from gateway.apimachinery.dynamicfile import FileContent, FileContentError
 from gateway.apimachinery.user import service_account_user
+from gateway.apimachinery.uuids import new_uuid
 from gateway.auth.authn import Authenticated, AuthenticationError
 
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -180,7 +180,7 @@ class ServiceAccountTokens:
             private[bound.kind.lower()] = {"name": bound.name, "uid": bound.uid}
         claims = {
             "aud": list(audiences or self.audiences), "exp": expires,
-            "iat": now, "iss": self.issuers[0], "jti": str(uuid.uuid4()), "nbf": now,
+            "iat": now, "iss": self.issuers[0], "jti": new_uuid(), "nbf": now,
             "sub": f"system:serviceaccount:{namespace}:{name}", "kubernetes.io": private,
         }
         public = self.signing_key.public_key()

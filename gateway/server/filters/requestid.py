@@ -8,13 +8,13 @@ outermost filter, it also gives an unprepared response the headers every filter 
 
 from __future__ import annotations
 
-import os
 import re
 
 import structlog
 from aiohttp import web
 
 from gateway.apimachinery.context import apply_response_headers, response_headers
+from gateway.apimachinery.uuids import new_uuid
 from gateway.server.request import ChainHandler, Request, Response
 
 REQUEST_ID = "gateway.request_id"
@@ -24,29 +24,9 @@ _ACCEPTABLE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _token = structlog.contextvars.bind_contextvars(request_id="")["request_id"]
 _REQUEST_ID_VAR = _token.var
 _REQUEST_ID_VAR.reset(_token)
-#: Random bytes read in batches: one system call per 256 ids.
-_BATCH = 16 * 256
-_random = b""
-_offset = _BATCH
-
-
-def new_request_id() -> str:
-    """A random (version 4, RFC 4122 variant) UUID, as ``str(uuid.uuid4())`` but several
-    times cheaper: the same os.urandom bits, read in batches, formatted directly."""
-    global _random, _offset
-    if _offset >= _BATCH:
-        _random, _offset = os.urandom(_BATCH), 0
-    raw = bytearray(_random[_offset:_offset + 16])
-    _offset += 16
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
 def request_id_for(given: str) -> str:
     """The client's Audit-ID when it is an acceptable one, else a new id."""
-    return given if given and _ACCEPTABLE.match(given) else new_request_id()
+    return given if given and _ACCEPTABLE.match(given) else new_uuid()
 
 
 def with_request_id(handler: ChainHandler) -> ChainHandler:
