@@ -107,16 +107,22 @@ _LEVEL_NAMES = {Level.NONE: "None", Level.METADATA: "Metadata", Level.REQUEST: "
 
 
 def record(request: Notes) -> AuditRecord | None:
+    """The request's audit record, if it is audited. A record is made in the request's own
+    task (its context), so where the context has none the request has none: the common case
+    is answered without looking in the request's notes (on aiohttp's request, a Mapping.get
+    that raises and catches KeyError, 2.3 % of a create's CPU)."""
+    if _CURRENT.get() is None:
+        return None
     return request.get(AUDIT)
 
 
 def note_request_object(request: web.BaseRequest, obj: Any) -> None:
-    audit = request.get(AUDIT)
+    audit = record(request)
     if audit is not None:
         audit.request_object(obj)
 
 
 def note_response_object(request: web.BaseRequest, obj: Any) -> None:
-    audit = request.get(AUDIT)
+    audit = record(request)
     if audit is not None:
         audit.response_object(obj)
