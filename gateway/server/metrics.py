@@ -263,11 +263,19 @@ class StorageTimer:
 
     def __init__(self, metrics: Metrics) -> None:
         self.histogram = metrics.storage
+        self.registry = metrics.registry
+        #: (operation, resource) -> its tally: a label child looked up once, observed
+        #: without prometheus_client's lock (see HistogramTally)
+        self._tallies: dict[tuple[str, str], Any] = {}
 
     def observe(self, operation: str, key: str, seconds: float) -> None:
-        parts = key.strip("/").split("/")
+        parts = key.strip("/").split("/", 2)
         resource = parts[1] if len(parts) > 1 else parts[0]
-        self.histogram.labels(operation, resource).observe(seconds)
+        found = self._tallies.get((operation, resource))
+        if found is None:
+            found = self._tallies[operation, resource] = histogram_tally(
+                self.registry, self.histogram.labels(operation, resource))
+        found.observe(seconds)
 
     def wrap(self, storage: Any) -> Any:
         """Time the operations of ``storage`` in place (its methods, not a copy)."""
