@@ -397,3 +397,33 @@ def test_not_ready_until_the_core_servers_objects_are_read(tmp_path: Path) -> No
         finally:
             server.stop()
         assert "Traceback" not in server.log(), server.log()
+
+
+def test_bad_input_gets_a_status_and_writes_nothing(gw: GatewayProcess,
+                                                    wardle: WardleProcess) -> None:
+    """Through the gateway to the example: a body that is not JSON is 400, one past kube's
+    3 MiB limit 413, an object of another kind 422 (as kube's custom resource validation
+    answers: the kind is a field that must be Flunder), each a metav1.Status with its code and
+    reason; none of them leaves an object behind, and the server keeps serving."""
+    headers = {"Content-Type": "application/json"}
+    cases = [
+        (b'{"apiVersion": "wardle.example.com/v1beta1", "kind": "Flunder", "metadata": {',
+         400, "BadRequest"),
+        (json.dumps({"apiVersion": f"{GROUP}/v1beta1", "kind": "Flunder",
+                     "metadata": {"name": "oversize", "namespace": "default",
+                                  "annotations": {"x": "y" * (3 * 1024 * 1024 + 10)}}}
+                    ).encode(), 413, "RequestEntityTooLarge"),
+        (json.dumps({"apiVersion": f"{GROUP}/v1beta1", "kind": "Fischer",
+                     "metadata": {"name": "wrongkind", "namespace": "default"}}).encode(),
+         422, "Invalid"),
+    ]
+    for body, code, reason in cases:
+        got, raw = gw.request("POST", FLUNDERS, body, headers)
+        assert got == code, raw[:300]
+        status = json.loads(raw)
+        assert status["kind"] == "Status" and status["code"] == code, status
+        assert status["reason"] == reason, status
+    names = kubectl(gw, "get", "flunders", "-o", "name").stdout
+    assert "oversize" not in names and "wrongkind" not in names
+    kubectl(gw, "apply", "-f", "-", input=FLUNDER.format(name="after-bad-input", reference="f"))
+    assert "after-bad-input" in kubectl(gw, "get", "flunders", "-o", "name").stdout
