@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import ssl
-import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import Any
 
 import aiohttp
 import yaml
+
+from gateway.transport.clients import load_cert_chain_pem
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -56,15 +57,6 @@ def _material(entry: dict[str, Any], key: str, base: Path) -> bytes | None:
     return None
 
 
-def _load_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
-    """ssl only loads chains from files: a private temporary file, removed at once."""
-    with tempfile.NamedTemporaryFile(prefix="kubeconfig-", suffix=".pem") as f:
-        os.chmod(f.name, 0o600)
-        f.write(cert + b"\n" + key)
-        f.flush()
-        ctx.load_cert_chain(f.name)
-
-
 def load_kubeconfig(path: Path) -> ClientConfig:
     """The current context of the kubeconfig at ``path``; KubeConfigError when unusable."""
     try:
@@ -83,7 +75,7 @@ def load_kubeconfig(path: Path) -> ClientConfig:
         cert = _material(user, "client-certificate", base)
         key = _material(user, "client-key", base)
         if cert and key:
-            _load_pair(ctx, cert, key)
+            load_cert_chain_pem(ctx, cert + b"\n" + key)
         headers = {}
         token = user.get("token") or (
             (base / user["tokenFile"]).read_text().strip() if user.get("tokenFile") else "")
