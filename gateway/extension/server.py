@@ -45,15 +45,8 @@ from gateway.registry.options import StoreOptions
 from gateway.registry.store import RESTStore
 from gateway.server.config import Config
 from gateway.server.discovery import Discovery
-from gateway.server.filters.authentication import with_authentication
-from gateway.server.filters.authorization import with_authorization
-from gateway.server.filters.draining import InFlightRequests, with_drain_tracking
-from gateway.server.filters.impersonation import with_impersonation
-from gateway.server.filters.limits import with_cache_control, with_timeout
-from gateway.server.filters.metrics import with_metrics
-from gateway.server.filters.recovery import with_panic_recovery
-from gateway.server.filters.requestid import with_request_id
-from gateway.server.filters.requestinfo import with_request_info
+from gateway.server.filters.draining import InFlightRequests
+from gateway.server.handler_chain import ChainConfig, compose_handler_chain
 from gateway.server.httpserver import GoServer
 from gateway.server.lifecycle import Start
 from gateway.server.metrics import Metrics
@@ -210,19 +203,11 @@ class ExtensionServer:
     def handler_chain(self) -> ChainHandler:
         """kube's DefaultBuildHandlerChain, as an extension apiserver has it (no priority and
         fairness, no audit: the core server in front does both)."""
-        authorize = self.authorize
-        handler: ChainHandler = with_authorization(self._serve, uncached(authorize))
-        handler = with_impersonation(handler, authorize)
-        handler = with_authentication(handler, self.authentication.authenticators(),
-                                      anonymous=True,
-                                      front_proxy=self.authentication.front_proxy)
-        handler = with_timeout(handler, self.options.request_timeout)
-        handler = with_cache_control(handler)
-        handler = with_drain_tracking(handler, self.in_flight)
-        handler = with_metrics(handler, self.metrics)
-        handler = with_request_info(handler)
-        handler = with_panic_recovery(handler)
-        return with_request_id(handler)
+        return compose_handler_chain(self._serve, ChainConfig(
+            request_timeout=self.options.request_timeout, in_flight=self.in_flight,
+            metrics=self.metrics, authenticators=self.authentication.authenticators(),
+            anonymous=True, front_proxy=self.authentication.front_proxy,
+            authorize=self.authorize, decide=uncached(self.authorize)))
 
     # -- lifecycle -----------------------------------------------------------------------
 

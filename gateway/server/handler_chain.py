@@ -1,4 +1,5 @@
-"""The filters every request crosses, composed once at start into nested async callables.
+"""The filters every request crosses, composed once at start into nested async callables, in
+one order for every server that has them (the gateway, an extension apiserver).
 
 Outermost first, as kube-apiserver's DefaultBuildHandlerChain: request id (kube's audit ID),
 panic recovery with the request log line, request info, metrics, in-flight tracking for a
@@ -9,10 +10,13 @@ authorization; then the server chain.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.auth.audit.backend import AuditLog
 from gateway.auth.audit.policy import Policy, load_policy
+from gateway.auth.authn import Authenticator
+from gateway.auth.authn.requestheader import RequestHeaderConfig
+from gateway.auth.authorizer import Authorizer
 from gateway.auth.decisions import DecisionCache, cacheable, uncached
 from gateway.auth.security import Security
 from gateway.flowcontrol.controller import FlowControl
@@ -71,30 +75,64 @@ def authorization_decisions(security: Security) -> Decide:
     return DecisionCache(security.authorize, stamp).decide
 
 
+@dataclass
+class ChainConfig:
+    """What the chain's filters are made of (kube's DefaultBuildHandlerChain's config). A
+    server leaves out what it does not have: an extension apiserver has no audit, no CORS
+    and no priority and fairness (the core server in front does them)."""
+
+    request_timeout: float
+    in_flight: InFlightRequests
+    metrics: Metrics
+    authenticators: list[Authenticator]
+    anonymous: bool
+    front_proxy: RequestHeaderConfig | None
+    #: asked for each impersonation check
+    authorize: Authorizer
+    #: the request's own authorization (the authorizer, or a cache in front of it)
+    decide: Decide
+    cors_allowed_origins: list[str] = field(default_factory=list)
+    audit: Audit | None = None
+    #: API Priority and Fairness; without it the in-flight limits, where kube puts either
+    flow_control: FlowControl | None = None
+    limits: InFlightLimits | None = None
+
+
+def compose_handler_chain(handler: ChainHandler, config: ChainConfig) -> ChainHandler:
+    """The filters around ``handler``, outermost last here."""
+    audit = config.audit
+    handler = with_authorization(handler, config.decide)
+    if config.flow_control is not None:
+        handler = with_priority_and_fairness(handler, config.flow_control,
+                                             config.request_timeout)
+    elif config.limits is not None:
+        handler = with_max_in_flight(handler, config.limits)
+    handler = with_impersonation(handler, config.authorize)
+    if audit is not None:
+        handler = with_audit(handler, audit.policy, audit.log)
+    handler = with_authentication(handler, config.authenticators, anonymous=config.anonymous,
+                                  front_proxy=config.front_proxy,
+                                  on_failure=audit.failed_authentication if audit else None)
+    handler = with_cors(handler, config.cors_allowed_origins)
+    handler = with_timeout(handler, config.request_timeout)
+    handler = with_cache_control(handler)
+    handler = with_drain_tracking(handler, config.in_flight)
+    handler = with_metrics(handler, config.metrics)
+    handler = with_request_info(handler)
+    handler = with_panic_recovery(handler)
+    return with_request_id(handler)
+
+
 def build_handler_chain(handler: ChainHandler, options: ServeOptions, in_flight: InFlightRequests,
                         limits: InFlightLimits, metrics: Metrics, security: Security,
                         audit: Audit | None, flow_control: FlowControl | None = None
                         ) -> ChainHandler:
-    """The filters around ``handler``, outermost last here; both transports (aiohttp's
-    server and the proxy's fast lane) call what this returns. With ``flow_control`` (API
-    Priority and Fairness), it replaces the in-flight limits, where kube puts either."""
-    handler = with_authorization(handler, authorization_decisions(security))
-    if flow_control is not None:
-        handler = with_priority_and_fairness(handler, flow_control, options.request_timeout)
-    else:
-        handler = with_max_in_flight(handler, limits)
-    handler = with_impersonation(handler, security.authorize)
-    if audit is not None:
-        handler = with_audit(handler, audit.policy, audit.log)
-    handler = with_authentication(handler, security.authenticators,
-                                  anonymous=security.anonymous,
-                                  front_proxy=security.front_proxy,
-                                  on_failure=audit.failed_authentication if audit else None)
-    handler = with_cors(handler, options.cors_allowed_origins)
-    handler = with_timeout(handler, options.request_timeout)
-    handler = with_cache_control(handler)
-    handler = with_drain_tracking(handler, in_flight)
-    handler = with_metrics(handler, metrics)
-    handler = with_request_info(handler)
-    handler = with_panic_recovery(handler)
-    return with_request_id(handler)
+    """The gateway's chain around ``handler``; both transports (aiohttp's server and the
+    proxy's fast lane) call what this returns."""
+    return compose_handler_chain(handler, ChainConfig(
+        request_timeout=options.request_timeout, in_flight=in_flight, metrics=metrics,
+        authenticators=security.authenticators, anonymous=security.anonymous,
+        front_proxy=security.front_proxy, authorize=security.authorize,
+        decide=authorization_decisions(security),
+        cors_allowed_origins=options.cors_allowed_origins, audit=audit,
+        flow_control=flow_control, limits=limits))
