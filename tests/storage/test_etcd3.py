@@ -111,6 +111,9 @@ async def test_a_watch_ends_unavailable_after_an_outage_longer_than_an_election(
         try:
             watch = await store.watch(P)
             before = [await store.create(key(f"b{i}"), sized_configmap(f"b{i}")) for i in range(3)]
+            # the events the watch had when etcd went: every one must come out before the error
+            # (a create's reply can beat its event down the watch stream, so wait for them)
+            await eventually_async(lambda: watch.qsize() >= 3, what="the three events to arrive")
             server.stop()
             events = await asyncio.wait_for(drain(watch), timeout=30)
             assert [e.revision for e in events if e.type != EventType.BOOKMARK][:3] == \
