@@ -187,32 +187,51 @@ def request_head(method, target, host, headers):
     return "".join(lines).encode("utf-8", "surrogateescape")
 
 
+cdef list _merged(headers, list wanted):
+    # wire.py's _merged: each name lowered once
+    cdef dict names = {}
+    cdef dict held = {}
+    cdef list own = []
+    cdef tuple entry
+    cdef list values, pairs
+    for name, value in wanted:
+        lower = name.lower()
+        entry = names.get(lower)
+        if entry is None:
+            names[lower] = (name, [value])
+        else:
+            (<list>entry[1]).append(value)
+    for pair in headers:
+        lower = pair[0].lower()
+        if lower in names:
+            pairs = held.get(lower)
+            if pairs is None:
+                held[lower] = [pair]
+            else:
+                pairs.append(pair)
+        else:
+            own.append(pair)
+    for lower, entry in names.items():
+        name = entry[0]
+        values = entry[1]
+        for value in values:
+            own.append((name, value))
+        pairs = held.get(lower)
+        if pairs is not None:
+            for pair in pairs:
+                if pair[1] not in values:
+                    own.append(pair)
+    return own
+
+
 def response_head(int code, reason, headers, wanted, length, bint head, bint keep_alive,
                   date):
     # names and values may be str subclasses (multidict's istr): not typed as str
-    cdef dict names
-    cdef list own, held, ours, lines
+    cdef list lines
     cdef bint bodiless, empty, chunked = False
     cdef bint has_type = False, has_date = False, has_connection = False
     if wanted:
-        names = {}
-        for name, value in wanted:
-            names.setdefault(name.lower(), name)
-        own = []
-        held = []
-        for name, value in headers:
-            if name.lower() in names:
-                held.append((name, value))
-            else:
-                own.append((name, value))
-        for lower, key in names.items():
-            ours = [v for name, v in wanted if name.lower() == lower]
-            for value in ours:
-                own.append((key, value))
-            for name, value in held:
-                if name.lower() == lower and value not in ours:
-                    own.append((name, value))
-        headers = own
+        headers = _merged(headers, wanted)
     bodiless = code == 204 or code == 304 or 100 <= code < 200
     lines = ["HTTP/1.1 ", str(code), " ", reason, "\r\n"]
     declared = None

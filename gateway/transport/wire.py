@@ -104,6 +104,33 @@ def request_head(method: str, target: str, host: str,
     return "".join(lines).encode("utf-8", "surrogateescape")
 
 
+def _merged(headers: Iterable[tuple[str, str]], wanted: list[tuple[str, str]]
+            ) -> list[tuple[str, str]]:
+    """The handler's ``headers`` with the filters' (``wanted``) merged in: the handler's
+    other names first, then each wanted name (spelled as first wanted) with its wanted
+    values, then the handler's values for it that differ. Each name is lowered once."""
+    names: dict[str, tuple[str, list[str]]] = {}
+    for name, value in wanted:
+        entry = names.get(lower := name.lower())
+        if entry is None:
+            names[lower] = (name, [value])
+        else:
+            entry[1].append(value)
+    own: list[tuple[str, str]] = []
+    held: dict[str, list[tuple[str, str]]] = {}
+    for pair in headers:
+        lower = pair[0].lower()
+        if lower in names:
+            held.setdefault(lower, []).append(pair)
+        else:
+            own.append(pair)
+    for lower, (name, values) in names.items():
+        own += [(name, value) for value in values]
+        if lower in held:
+            own += [pair for pair in held[lower] if pair[1] not in values]
+    return own
+
+
 def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
                   wanted: list[tuple[str, str]] | None, length: int | None, head: bool,
                   keep_alive: bool, date: str) -> tuple[bytes, bool]:
@@ -119,18 +146,7 @@ def response_head(code: int, reason: str, headers: Iterable[tuple[str, str]],
     - Date (``date``) unless given (and no Server header of the gateway's own: kube-apiserver
       sends none); ``Connection: close`` when the connection is not kept."""
     if wanted:
-        names: dict[str, str] = {}
-        for name, _ in wanted:
-            names.setdefault(name.lower(), name)
-        own: list[tuple[str, str]] = []
-        held: list[tuple[str, str]] = []
-        for pair in headers:
-            (held if pair[0].lower() in names else own).append(pair)
-        for lower, name in names.items():
-            ours = [v for k, v in wanted if k.lower() == lower]
-            own += [(name, value) for value in ours]
-            own += [(k, v) for k, v in held if k.lower() == lower and v not in ours]
-        headers = own
+        headers = _merged(headers, wanted)
     bodiless = code in (204, 304) or 100 <= code < 200
     lines = [f"HTTP/1.1 {code} {reason}\r\n"]
     declared: str | None = None
