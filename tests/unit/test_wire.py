@@ -259,3 +259,15 @@ def test_random_heads_get_the_same_answers() -> None:
         args = (rng.choice([200, 204, 304, 101, 404, 500]), "R", fields, wanted,
                 rng.choice([None, 0, 3, 552]), rng.random() < 0.3, rng.random() < 0.5, "D")
         assert _answer(python["response_head"], *args) == _answer(fast["response_head"], *args)
+
+
+def test_a_value_both_sides_give_is_written_once(impl: dict) -> None:
+    """The filters' Cache-Control, which a backend may send too: once, the filters' spelling
+    first, then the backend's other values for the name (aiohttp's side merges alike)."""
+    head, _ = impl["response_head"](
+        200, "OK", [("cache-control", "no-cache, private"), ("Cache-Control", "max-age=1"),
+                    ("X-Other", "o")],
+        [("Cache-Control", "no-cache, private"), ("Audit-ID", "a")], 0, False, True, "D")
+    assert head.decode().split("\r\n")[1:5] == [
+        "X-Other: o", "Cache-Control: no-cache, private", "Cache-Control: max-age=1",
+        "Audit-ID: a"]
