@@ -467,24 +467,46 @@ def render(bench: Bench, results: dict[str, Any], info: dict[str, str],
     return "\n".join(out)
 
 
+SWEEPS = ("lists", "watchers", "apiservices", "sizes")
+
+
 def write_docs(path: Path, bench: Bench, results: dict[str, Any], text: str) -> None:
+    """The run into ``path``'s latest block (the latest before it kept as the run before, its
+    plot links dropped) and its results into ``performance/vs_go.json``. A run without a
+    sweep leaves that sweep's plot and saved rows as the last run that had it drew them, and
+    the latest block shows them with that run's date, so a table-only run loses no plot."""
     images = path.parent / "performance"
-    pictures = []
-    for part in ("lists", "watchers", "apiservices", "sizes"):
+    images.mkdir(parents=True, exist_ok=True)
+    saved_path = images / "vs_go.json"
+    saved = json.loads(saved_path.read_text()) if saved_path.exists() else {}
+    run = text.split("\n", 1)[0].removeprefix("Run: ").split(";", 1)[0]
+    drawn, kept = [], []
+    for part in SWEEPS:
         if results.get(part, {}).get("rows"):
-            image = images / f"{part}.png"
-            sweeps.plot(part, results[part], image)
-            pictures.append(f"![{part}](performance/{image.name})")
+            sweeps.plot(part, results[part], images / f"{part}.png")
+            saved[part] = {**results[part], "run": run}
+            drawn.append(part)
+        elif saved.get(part, {}).get("rows") and (images / f"{part}.png").exists():
+            kept.append(part)
+    if "table" in results:
+        saved["table"], saved["table_run"] = results["table"], run
     previous = report.read_block(path, "vs_go latest")
     if previous is not None:
-        kept = [line for line in previous.splitlines() if not line.startswith("![")]
-        report.write_block(path, "vs_go previous", "\n".join(kept).replace(
-            "### Latest run", "### The run before (its plots replaced by the latest run's)"))
+        lines = previous.splitlines()
+        had_plots = any(line.startswith("![") for line in lines)
+        title = "### The run before" + (" (its plots replaced by the latest run's)"
+                                         if had_plots and drawn else "")
+        report.write_block(path, "vs_go previous", "\n".join(
+            line for line in lines
+            if not line.startswith("![") and not line.startswith("Plots of ")
+        ).replace("### Latest run", title))
+    pictures = [f"![{part}](performance/{part}.png)" for part in drawn]
+    for part in kept:
+        pictures += [f"Plots of the run of {saved[part].get('run', 'an earlier run')} "
+                     f"(this run had no {part} sweep):", f"![{part}](performance/{part}.png)"]
     block = "### Latest run\n\n" + text + ("\n\n" + "\n\n".join(pictures) if pictures else "")
     report.write_block(path, "vs_go latest", block)
-    (images / "vs_go.json").parent.mkdir(parents=True, exist_ok=True)
-    (images / "vs_go.json").write_text(json.dumps(results, indent=1, default=str))
-
+    saved_path.write_text(json.dumps(saved, indent=1, default=str))
 
 if __name__ == "__main__":
     sys.exit(main())
