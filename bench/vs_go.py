@@ -508,5 +508,6 @@ def write_docs(path: Path, bench: Bench, results: dict[str, Any], text: str) -> 
     report.write_block(path, "vs_go latest", block)
     saved_path.write_text(json.dumps(saved, indent=1, default=str))
 
+
 if __name__ == "__main__":
     sys.exit(main())
